@@ -1,0 +1,54 @@
+# gum: the two commands are `make reproduce` (the study) and `make test` (the tests).
+# Each sets up the virtual environment it needs.
+
+PROFILE ?= cpu
+JOBS ?= 2
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HTML := book/_build/html/index.html
+
+.PHONY: reproduce test grid analysis book check-book browser bench gpu-check paper-smoke clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+reproduce: $(STAMP)
+	$(PY) -m gum_utils.grid --profile $(PROFILE) --jobs $(JOBS)
+	$(MAKE) --no-print-directory book PROFILE=$(PROFILE)
+	@echo "The book: $(abspath $(HTML))"
+
+grid: $(STAMP)
+	$(PY) -m gum_utils.grid --profile $(PROFILE) --jobs $(JOBS)
+
+book: $(STAMP)
+	$(PY) -m gum_utils.book --profile $(PROFILE)
+	@echo "The book: $(abspath $(HTML))"
+
+# Headless Chromium opens the built pages and checks that every figure loads.
+check-book: $(STAMP) browser
+	$(PY) -m gum_utils.browser_check book/_build/html --screenshots book/_build/screenshots
+
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
+
+test: $(STAMP) browser
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/step_overhead.py
+
+gpu-check:
+	PYTHONPATH=. $(PYTHON) -m gum_utils.gpu_check
+
+paper-smoke: $(STAMP)
+	$(PY) -m gum_utils.gpu_check --paper-smoke --device cpu
+
+clean:
+	rm -rf book/_build book/runs book/report results

@@ -1,0 +1,293 @@
+"""One cell of the grid: `RunConfig` in, `RunResult` out.
+
+The step is the loop a reader expects (closure = zero grads, forward/backward over the
+micro-batches; optimizer.step(closure)), timed and recorded. Failure is a result: a
+non-finite loss ends the run as `diverged`, running out of memory as `oom`, anything else
+that breaks mid-run as `error`; a bad configuration raises ValueError before anything runs.
+"""
+
+import dataclasses
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+from . import ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, environment, measure, optim, strategies
+from .choices import check_choice
+from .data import BatchStream, count_tokens, val_batches
+from .models import architecture, build_model
+from .results import RunResult
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class RunConfig:
+    arch: str
+    size: str = "tiny"
+    optimizer: str = "adam"
+    strategy: str = "standard"
+    seed: int = 0
+    steps: int = 30
+    batch_size: int = 16
+    micro_batch_size: int | None = None  # accumulation only: samples per forward/backward
+    lr: float | None = None  # None: optim.DEFAULT_LR for this architecture and optimizer
+    optimizer_options: dict = field(default_factory=dict)  # e.g. {"line_search": "strong_wolfe"}
+    fixed_batch: bool = False  # train on the first batch every step: the overfitting sanity check
+    eval_every: int | None = None  # validate every N steps (and always at the end)
+    eval_samples: int = 256
+    device: str = "auto"
+    sample_interval_s: float = 0.1
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        check_choice("architecture", self.arch, ARCHITECTURES)
+        check_choice("size", self.size, SIZES)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("strategy", self.strategy, STRATEGIES)
+        check_choice("device", self.device, DEVICES)
+        _require(isinstance(self.seed, int) and self.seed >= 0, f"seed must be an integer >= 0, got {self.seed!r}")
+        _require(isinstance(self.steps, int) and self.steps >= 1, f"steps must be an integer >= 1, got {self.steps!r}")
+        _require(isinstance(self.batch_size, int) and self.batch_size >= 1,
+                 f"batch_size must be an integer >= 1, got {self.batch_size!r}")
+        _require(self.lr is None or (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0),
+                 f"lr must be a number > 0 (or None for the default), got {self.lr!r}")
+        _require(self.eval_every is None or (isinstance(self.eval_every, int) and self.eval_every >= 1),
+                 f"eval_every must be an integer >= 1 or None, got {self.eval_every!r}")
+        _require(isinstance(self.eval_samples, int) and self.eval_samples >= 1,
+                 f"eval_samples must be an integer >= 1, got {self.eval_samples!r}")
+        _require(self.sample_interval_s > 0, f"sample_interval_s must be > 0, got {self.sample_interval_s!r}")
+        _require(isinstance(self.fixed_batch, bool), f"fixed_batch must be True or False, got {self.fixed_batch!r}")
+        _require(isinstance(self.optimizer_options, dict),
+                 f"optimizer_options must be a dict, got {self.optimizer_options!r}")
+        self._validate_micro_batches()
+
+    def _validate_micro_batches(self) -> None:
+        micro = self.micro_batch_size
+        if self.strategy != "accumulation":
+            _require(micro in (None, self.batch_size),
+                     f"micro_batch_size is for strategy 'accumulation' only; {self.strategy!r} uses the whole "
+                     f"batch (leave micro_batch_size None or equal to batch_size={self.batch_size})")
+            return
+        _require(isinstance(micro, int) and micro >= 1,
+                 f"strategy 'accumulation' needs micro_batch_size, an integer >= 1, got {micro!r}")
+        _require(micro < self.batch_size,
+                 f"accumulation needs micro_batch_size < batch_size (got {micro} and {self.batch_size}): "
+                 "with one micro-batch it is the standard strategy")
+        _require(self.batch_size % micro == 0,
+                 f"micro_batch_size={micro} must divide batch_size={self.batch_size}")
+
+    @property
+    def resolved_lr(self) -> float:
+        return self.lr if self.lr is not None else optim.default_lr(self.arch, self.optimizer)
+
+    @property
+    def effective_micro_batch_size(self) -> int:
+        return self.micro_batch_size or self.batch_size
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "RunConfig":
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown RunConfig field(s) {unknown}; valid fields: {', '.join(known)}")
+        return cls(**values)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but torch sees no GPU; use device='cpu' or 'auto'")
+    return torch.device(name)
+
+
+def _to_device(batch: dict, device: torch.device) -> dict:
+    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+
+
+def _is_oom(error: BaseException) -> bool:
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, batches: list[dict]) -> dict:
+    """Validation loss over all items of `batches`, token/sample accuracy, and perplexity."""
+    was_training = model.training
+    model.eval()
+    total_loss, total_items, correct = 0.0, 0, 0
+    for batch in batches:
+        inputs = {key: value for key, value in batch.items() if key != "labels"}
+        logits = model(**inputs).logits
+        labels = batch["labels"]
+        valid = labels != -100
+        total_loss += torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100, reduction="sum").item()
+        correct += (logits.argmax(-1)[valid] == labels[valid]).sum().item()
+        total_items += valid.sum().item()
+    model.train(was_training)
+    loss = total_loss / total_items
+    return {"val_loss": loss, "val_accuracy": correct / total_items,
+            "val_perplexity": math.exp(loss) if loss < 700 else math.inf}
+
+
+class Run:
+    """The state of one training run; `train()` below is the whole public story."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.result = RunResult(config=config.to_dict(), environment=environment.describe(self.device))
+        self._batches = None
+        self.model = None
+
+    def setup(self):
+        config = self.config
+        torch.manual_seed(config.seed)
+        spec = architecture(config.arch)
+        self.shape = spec.shape(config.size)
+        self.model = build_model(config.arch, config.size).to(self.device)
+        self.model.train()
+        strategies.prepare_model(self.model, config.strategy)
+        self.optimizer = optim.build_optimizer(config.optimizer, self.model.parameters(), config.resolved_lr,
+                                               **config.optimizer_options)
+        self.stream = BatchStream(config.arch, "train", self.shape, config.batch_size, config.seed)
+        self.val = [_to_device(b, self.device) for b in
+                    val_batches(config.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples)]
+        micros, counts = self.next_step_batches()
+        self.activations = self.activation_bytes(micros, counts[0])
+
+    def next_step_batches(self):
+        """The next step's micro-batches on the device, and its (items, samples, tokens) counts.
+
+        Setup fetched the first step's batches already; the loop asks for each following step's.
+        """
+        if self._batches is None or not self.config.fixed_batch:
+            batch = next(self.stream)
+            micros = strategies.micro_batches(batch, self.config.strategy, self.config.effective_micro_batch_size)
+            counts = (strategies.window_items(micros), batch["labels"].shape[0], count_tokens(batch))
+            self._batches = [_to_device(m, self.device) for m in micros], counts
+        return self._batches
+
+    def step(self, micros, items):
+        model, optimizer = self.model, self.optimizer
+
+        def closure():
+            optimizer.zero_grad(set_to_none=True)
+            return strategies.forward_backward(model, micros, items)
+
+        return optimizer.step(closure)
+
+    def activation_bytes(self, micros, items) -> int:
+        """Bytes saved for backward by one micro-batch, metered in an untimed pass before training."""
+        meter = measure.SavedTensorMeter(self.model)
+        with meter.recording():
+            strategies.summed_loss(self.model, micros[0]).div(items).backward()
+        self.optimizer.zero_grad(set_to_none=True)
+        return meter.bytes
+
+    def evaluate_into_result(self, step: int, samples_seen: int):
+        self.result.evals.append({"step": step, "samples_seen": samples_seen, **evaluate(self.model, self.val)})
+
+    def loop(self):
+        config, records = self.config, self.result.records
+        samples_seen = tokens_seen = items_seen = 0
+        micros, counts = self._batches
+        for step in range(1, config.steps + 1):
+            start = time.perf_counter()
+            loss = self.step(micros, counts[0]).item()
+            step_time = time.perf_counter() - start
+            samples_seen, tokens_seen, items_seen = (
+                samples_seen + counts[1], tokens_seen + counts[2], items_seen + counts[0])
+            records.append({"step": step, "loss": loss, "samples_seen": samples_seen, "tokens_seen": tokens_seen,
+                            "items_seen": items_seen, "step_time_s": step_time})
+            if step == 1:
+                self.result.memory = measure.memory_breakdown(self.model, self.optimizer, self.activations)
+            if not math.isfinite(loss):
+                self.result.status = "diverged"
+                self.result.error = f"non-finite loss {loss} at step {step}"
+                return
+            if step < config.steps:
+                micros, counts = self.next_step_batches()
+                if config.eval_every and step % config.eval_every == 0:
+                    self.evaluate_into_result(step, samples_seen)
+        self.evaluate_into_result(config.steps, samples_seen)
+
+
+def train(config: RunConfig) -> RunResult:
+    """Train one cell of the grid and return what it measured; never raises for diverged/oom/error."""
+    return train_model(config)[0]
+
+
+def train_model(config: RunConfig):
+    """As `train`, and also return the trained model (None if it could not be built)."""
+    config.validate()
+    run = Run(config)
+    started = time.perf_counter()
+    sampler = measure.Sampler(run.device, config.sample_interval_s)
+    try:
+        run.setup()
+        measure.reset_device_peak(run.device)
+        with sampler:
+            run.loop()
+    except Exception as error:  # a failed run is a result too; the grid goes on
+        run.result.status = "oom" if _is_oom(error) else "error"
+        run.result.error = "".join(traceback.format_exception_only(type(error), error)).strip()
+        run.result.environment["traceback"] = traceback.format_exc()
+    _summarise(run.result, time.perf_counter() - started, sampler, run.device)
+    return run.result, run.model
+
+
+def _summarise(result: RunResult, total_time_s: float, sampler: measure.Sampler, device: torch.device) -> None:
+    records = result.records
+    # The first step pays for warm-up (allocations, lazy init); time the steady state.
+    steady = records[1:] or records
+    step_time = sum(r["step_time_s"] for r in steady) / len(steady) if steady else None
+    last_eval = result.evals[-1] if result.evals else {}
+    usage = sampler.summary() if sampler.samples else {}
+    result.utilization = usage
+    peaks = measure.device_peaks(device)
+    result.summary = {
+        "steps_completed": len(records),
+        "lr": result.config.get("lr") or _default_lr(result.config),
+        "final_loss": records[-1]["loss"] if records else None,
+        "val_loss": last_eval.get("val_loss"),
+        "val_accuracy": last_eval.get("val_accuracy"),
+        "val_perplexity": last_eval.get("val_perplexity"),
+        "total_time_s": total_time_s,
+        "train_time_s": sum(r["step_time_s"] for r in records),
+        "mean_step_time_s": step_time,
+        "samples_per_s": _per_second(steady, "samples_seen", records),
+        "tokens_per_s": _per_second(steady, "tokens_seen", records),
+        "peak_memory_bytes": peaks["cuda_max_allocated_bytes"] or usage.get("peak_rss_bytes"),
+        "model_state_bytes": sum(result.memory.values()) if result.memory else None,
+        **peaks,
+    }
+
+
+def _default_lr(config: dict):
+    return optim.default_lr(config["arch"], config["optimizer"])
+
+
+def _per_second(steady: list[dict], key: str, records: list[dict]):
+    """Throughput over the steady steps: items per step divided by time per step."""
+    if len(records) < 2:
+        return None
+    amount = records[-1][key] - records[0][key]
+    seconds = sum(r["step_time_s"] for r in steady)
+    return amount / seconds if seconds > 0 else None

@@ -1,0 +1,18 @@
+"""Small shared pieces for the tests: a model and a batch of each architecture."""
+
+import torch
+
+from gum_utils.data import BatchStream
+from gum_utils.models import architecture, build_model
+
+
+def model_and_batch(arch: str, batch_size: int = 8, seed: int = 0):
+    torch.manual_seed(seed)
+    model = build_model(arch)
+    model.train()
+    batch = next(BatchStream(arch, "train", architecture(arch).shape("tiny"), batch_size, seed))
+    return model, batch
+
+
+def gradients(model) -> dict:
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}

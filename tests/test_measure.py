@@ -1,0 +1,68 @@
+import time
+
+import pytest
+import torch
+
+from gum_utils import measure
+from gum_utils.optim import build_optimizer
+
+from helpers import model_and_batch
+
+
+def test_sampler_without_gpu_records_cpu_and_leaves_gpu_fields_empty():
+    with measure.Sampler(torch.device("cpu"), interval_s=0.02) as sampler:
+        deadline = time.perf_counter() + 0.2
+        while time.perf_counter() < deadline:
+            sum(i * i for i in range(1000))
+    summary = sampler.summary()
+    assert len(summary["timeline"]) >= 5
+    assert summary["device"] == "cpu" and summary["mean_gpu_util_percent"] is None
+    assert summary["peak_rss_bytes"] > 10_000_000
+    assert summary["mean_cpu_percent"] > 10
+    assert all(s["gpu_util_percent"] is None for s in summary["timeline"])
+
+
+def test_sampler_survives_a_missing_nvml_library(monkeypatch):
+    pynvml = pytest.importorskip("pynvml")
+
+    def no_library():
+        raise pynvml.NVMLError_LibraryNotFound()
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_library)
+    sampler = measure.Sampler(torch.device("cuda", 0), interval_s=0.01)
+    with sampler:
+        time.sleep(0.05)
+    assert sampler.summary()["device"] == "cpu" and sampler.summary()["energy_j"] is None
+
+
+def test_tensor_bytes_counts_shared_storage_once():
+    a = torch.zeros(100)
+    assert measure.tensor_bytes([a, a[:10], a.view(10, 10), torch.zeros(5)]) == 400 + 20
+
+
+def test_breakdown_is_exact_for_adam_and_sgd():
+    model, batch = model_and_batch("llama")
+    params = list(model.parameters())
+    param_bytes = sum(p.numel() * p.element_size() for p in params)
+    assert measure.parameter_bytes(model) == param_bytes  # tied embeddings count once
+    adam = build_optimizer("adam", params, lr=1e-3)
+    from gum_utils import strategies
+
+    strategies.forward_backward(model, [batch], strategies.window_items([batch]))
+    adam.step()
+    assert measure.gradient_bytes(model) == param_bytes
+    state = measure.optimizer_state_bytes(adam)
+    # exp_avg and exp_avg_sq, plus one 4-byte step counter per parameter tensor
+    assert state == 2 * param_bytes + 4 * len(params)
+    sgd = build_optimizer("sgd", params, lr=0.1)
+    sgd.step()
+    assert measure.optimizer_state_bytes(sgd) == 0
+
+
+def test_saved_tensor_meter_excludes_parameters():
+    layer = torch.nn.Linear(1000, 1000, bias=False)
+    meter = measure.SavedTensorMeter(layer)
+    x = torch.randn(2, 1000)
+    with meter.recording():
+        layer(x).sum().backward()
+    assert meter.bytes == x.numel() * 4  # the input is saved; the weight is a parameter

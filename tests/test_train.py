@@ -1,0 +1,132 @@
+import json
+
+import pytest
+import torch
+
+from gum_utils import ARCHITECTURES, OPTIMIZERS, STRATEGIES, strategies
+from gum_utils.results import RunResult
+from gum_utils.train import RunConfig, train
+
+
+def cell(arch, optimizer="adam", strategy="standard", **overrides):
+    micro = {"micro_batch_size": 4} if strategy == "accumulation" else {}
+    values = dict(arch=arch, optimizer=optimizer, strategy=strategy, steps=4, batch_size=8,
+                  eval_samples=16, sample_interval_s=0.05, **micro)
+    values.update(overrides)
+    return RunConfig(**values)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_every_cell_trains_to_a_finite_decreasing_loss_on_a_fixed_batch(arch, optimizer, strategy):
+    result = train(cell(arch, optimizer, strategy, steps=6, fixed_batch=True))
+    assert result.status == "ok", result.error
+    losses = [r["loss"] for r in result.records]
+    assert len(losses) == 6 and all(torch.isfinite(torch.tensor(losses)))
+    assert losses[-1] < losses[0], losses
+
+
+def test_records_summary_and_breakdown_are_filled():
+    result = train(cell("llama", "adam", "accumulation", steps=5, batch_size=8, micro_batch_size=4, eval_every=2))
+    record = result.records[-1]
+    assert {"step", "loss", "samples_seen", "tokens_seen", "items_seen", "step_time_s"} <= set(record)
+    assert record["step"] == 5 and record["samples_seen"] == 40 and record["tokens_seen"] > record["items_seen"]
+    assert [e["step"] for e in result.evals] == [2, 4, 5]
+    summary = result.summary
+    assert summary["val_loss"] > 0 and summary["val_perplexity"] > 1 and 0 <= summary["val_accuracy"] <= 1
+    assert summary["mean_step_time_s"] > 0 and summary["peak_memory_bytes"] > 0 and summary["tokens_per_s"] > 0
+    memory = result.memory
+    assert memory["optimizer_state"] >= 2 * memory["params"] and memory["grads"] == memory["params"]
+    assert memory["activations"] > 0
+    assert result.utilization["timeline"] and result.environment["torch"] == torch.__version__
+
+
+def test_checkpointing_run_reports_fewer_activation_bytes():
+    standard = train(cell("llama", "sgd", "standard", steps=1))
+    checkpointed = train(cell("llama", "sgd", "checkpointing", steps=1))
+    assert checkpointed.memory["activations"] < standard.memory["activations"]
+    assert checkpointed.memory["params"] == standard.memory["params"]
+
+
+def test_accumulation_activations_are_those_of_one_micro_batch():
+    small = train(cell("vit", "sgd", "standard", steps=1, batch_size=4))
+    accumulated = train(cell("vit", "sgd", "accumulation", steps=1, batch_size=16, micro_batch_size=4))
+    assert accumulated.memory["activations"] == small.memory["activations"]
+    assert accumulated.records[0]["samples_seen"] == 16
+
+
+def test_same_seed_gives_bit_identical_loss_records():
+    first = train(cell("modernbert", "adam", "accumulation", steps=4))
+    second = train(cell("modernbert", "adam", "accumulation", steps=4))
+    third = train(cell("modernbert", "adam", "accumulation", steps=4, seed=1))
+    assert [r["loss"] for r in first.records] == [r["loss"] for r in second.records]
+    assert first.summary["val_loss"] == second.summary["val_loss"]
+    assert [r["loss"] for r in first.records] != [r["loss"] for r in third.records]
+
+
+def test_a_non_finite_loss_is_recorded_as_diverged_without_raising():
+    result = train(cell("llama", "sgd", steps=30, lr=1e6))
+    assert result.status == "diverged" and "non-finite" in result.error
+    assert result.records[-1]["step"] < 30
+    assert result.summary["steps_completed"] == len(result.records)
+
+
+def test_out_of_memory_is_a_status(monkeypatch):
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(strategies, "forward_backward", out_of_memory)
+    result = train(cell("vit", steps=2))
+    assert result.status == "oom" and "out of memory" in result.error
+
+
+def test_any_other_failure_is_an_error_status(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(strategies, "forward_backward", broken)
+    result = train(cell("vit", steps=2))
+    assert result.status == "error" and "shape mismatch" in result.error
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(arch="gpt"), "valid choices: vit, modernbert, llama, nanovlm"),
+    (dict(optimizer="adamw"), "valid choices: sgd, adam, adagrad, adadelta, cgd"),
+    (dict(strategy="offload"), "valid choices: standard, checkpointing, accumulation"),
+    (dict(size="large"), "valid choices: tiny, paper"),
+    (dict(device="tpu"), "valid choices: auto, cpu, cuda"),
+    (dict(lr=0), "lr must be a number > 0"),
+    (dict(lr=-1e-3), "lr must be a number > 0"),
+    (dict(steps=0), "steps must be an integer >= 1"),
+    (dict(batch_size=0), "batch_size must be"),
+    (dict(strategy="accumulation", batch_size=8, micro_batch_size=3), "must divide batch_size"),
+    (dict(strategy="accumulation", batch_size=8, micro_batch_size=8), "micro_batch_size < batch_size"),
+    (dict(strategy="accumulation", batch_size=8, micro_batch_size=None), "needs micro_batch_size"),
+    (dict(strategy="standard", batch_size=8, micro_batch_size=4), "for strategy 'accumulation' only"),
+])
+def test_bad_configuration_raises_at_once_naming_the_valid_choices(overrides, message):
+    values = dict(arch="vit")
+    values.update(overrides)
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**values)
+
+
+def test_from_dict_rejects_unknown_fields():
+    with pytest.raises(ValueError, match="unknown RunConfig field.*'lrr'.*valid fields: arch"):
+        RunConfig.from_dict({"arch": "vit", "lrr": 0.1})
+
+
+def test_result_round_trips_through_an_atomic_json_file(tmp_path):
+    result = train(cell("nanovlm", "cgd", steps=2))
+    path = result.to_json(tmp_path / "sub" / "run.json")
+    assert sorted(p.name for p in path.parent.iterdir()) == ["run.json"]  # no temporary left behind
+    again = RunResult.from_json(path)
+    assert again == RunResult(**json.loads(path.read_text()))
+    assert again.records == result.records and again.memory == result.memory and again.status == "ok"
+
+
+def test_non_finite_numbers_are_written_as_null(tmp_path):
+    result = RunResult(config={}, status="diverged", records=[{"step": 1, "loss": float("nan")}])
+    text = result.to_json(tmp_path / "r.json").read_text()
+    assert "NaN" not in text and RunResult.from_json(tmp_path / "r.json").records[0]["loss"] is None
