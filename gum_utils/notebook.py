@@ -1,0 +1,139 @@
+"""What the four architecture notebooks share: reading their parameters, running, showing a run.
+
+A notebook is a report of one run; everything it does beyond its parameters cell and its
+architecture's own look is here, once.
+"""
+
+import dataclasses
+import types
+from pathlib import Path
+
+from .choices import check_choice
+from .profiles import PROFILES, profile as get_profile
+
+# Names a notebook accepts besides RunConfig's fields. None means "the profile's value".
+NOTEBOOK_ONLY = ("profile", "result_path", "cell_key")
+# What IPython and papermill put in a namespace that is not a parameter.
+_NOT_PARAMETERS = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+
+
+def _config_fields() -> tuple:
+    from .train import RunConfig
+
+    return tuple(f.name for f in dataclasses.fields(RunConfig) if f.name != "arch")
+
+
+def parameter_names() -> tuple:
+    return NOTEBOOK_ONLY + _config_fields()
+
+
+def _user_names(namespace: dict) -> dict:
+    return {name: value for name, value in namespace.items()
+            if not name.startswith("_") and name not in _NOT_PARAMETERS
+            and not isinstance(value, (types.ModuleType, types.FunctionType, type))}
+
+
+def read_parameters(arch: str, namespace: dict):
+    """Validate a notebook's parameters (papermill only warns on unknown names) into a RunConfig.
+
+    Returns (config, result_path, cell_key). Parameters left None take the profile's value
+    for this cell of the grid.
+    """
+    from .train import RunConfig
+
+    given = _user_names(namespace)
+    valid = parameter_names()
+    for name in given:
+        check_choice("notebook parameter", name, valid)
+    check_choice("profile", given.get("profile"), tuple(PROFILES))
+    prof = get_profile(given["profile"])
+    values = prof.run_parameters(arch, given.get("optimizer") or "adam", given.get("strategy") or "standard",
+                                 given.get("seed") or 0)
+    values.update({k: v for k, v in given.items() if k in _config_fields() and v is not None})
+    config = RunConfig.from_dict(values)
+    result_path = given.get("result_path") or f"../results/interactive/{arch}-{config.optimizer}-{config.strategy}.json"
+    return config, Path(result_path), given.get("cell_key")
+
+
+def run(config, result_path: Path, cell_key: str | None = None):
+    """Train, write the result file, and return (result, trained model) for the notebook's look."""
+    from .train import train_model
+
+    result, model = train_model(config)
+    result.cell_key = cell_key
+    result.to_json(result_path)
+    return result, model
+
+
+def summary_table(result):
+    """One row per figure a reader asks first: status, losses, time, memory."""
+    import pandas as pd
+
+    s, m = result.summary, result.memory
+    rows = {
+        "status": result.status + (f" ({result.error})" if result.error else ""),
+        "steps": s.get("steps_completed"),
+        "final train loss": s.get("final_loss"),
+        "validation loss": s.get("val_loss"),
+        "validation accuracy": s.get("val_accuracy"),
+        "mean step time (ms)": None if s.get("mean_step_time_s") is None else 1000 * s["mean_step_time_s"],
+        "samples / s": s.get("samples_per_s"),
+        "model state + activations (MiB)": None if not m else sum(m.values()) / 2**20,
+        "peak memory (MiB)": None if s.get("peak_memory_bytes") is None else s["peak_memory_bytes"] / 2**20,
+    }
+    return pd.DataFrame({"value": rows})
+
+
+def show_run(result):
+    """The four panels every run gets: loss, step time, memory breakdown, utilization."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
+    _loss_panel(axes[0], result)
+    _step_time_panel(axes[1], result)
+    _memory_panel(axes[2], result)
+    _utilization_panel(axes[3], result)
+    config = result.config
+    fig.suptitle(f"{config['arch']} · {config['optimizer']} · {config['strategy']} · seed {config['seed']}"
+                 f" · status {result.status}")
+    fig.tight_layout()
+    return fig
+
+
+def _loss_panel(ax, result):
+    steps = [r["step"] for r in result.records]
+    ax.plot(steps, [r["loss"] for r in result.records], label="train (window)")
+    if result.evals:
+        ax.plot([e["step"] for e in result.evals], [e["val_loss"] for e in result.evals], "o-", label="validation")
+    ax.set(xlabel="optimizer step", ylabel="loss", title="loss")
+    ax.legend()
+
+
+def _step_time_panel(ax, result):
+    ax.plot([r["step"] for r in result.records], [1000 * r["step_time_s"] for r in result.records])
+    ax.set(xlabel="optimizer step", ylabel="ms", title="time per step")
+
+
+def _memory_panel(ax, result):
+    parts = result.memory or {}
+    ax.bar(list(parts), [v / 2**20 for v in parts.values()], color="tab:purple")
+    ax.set(ylabel="MiB", title="memory breakdown")
+    ax.tick_params(axis="x", rotation=20)
+
+
+def _utilization_panel(ax, result):
+    timeline = result.utilization.get("timeline", [])
+    gpu = [s["gpu_util_percent"] for s in timeline]
+    key, label = ("gpu_util_percent", "GPU") if any(v is not None for v in gpu) else ("cpu_percent", "process CPU")
+    ax.plot([s["t_s"] for s in timeline], [s[key] for s in timeline])
+    ax.set(xlabel="seconds", ylabel="%", title=f"{label} utilization")
+
+
+def config_table(result):
+    """The configuration the run used, and where it ran."""
+    import pandas as pd
+
+    env = result.environment
+    rows = dict(result.config)
+    rows.update({key: env.get(key) for key in ("device", "device_name", "torch", "transformers", "git_commit")})
+    return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})
