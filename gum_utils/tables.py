@@ -1,0 +1,150 @@
+"""Result files as tidy tables: one row per run, per training step, per evaluation, per utilization sample.
+
+A run that failed (diverged, oom, error) keeps its row in the runs table with its status, so a
+missing number always has a visible reason. Imports no torch.
+"""
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from .results import RunResult, result_files
+
+# The columns that say which run a row belongs to; `run` (the file's path without suffix) is unique.
+RUN_ID = ["run", "profile", "regime", "arch", "optimizer", "strategy", "seed", "lr", "batch_size", "status"]
+MEMORY_PARTS = ("params", "grads", "optimizer_state", "activations")
+SUMMARY_COLUMNS = ["final_loss", "val_loss", "val_accuracy", "val_perplexity", "mean_step_time_s", "total_time_s",
+                   "samples_per_s", "tokens_per_s", "peak_memory_bytes"]
+RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "steps", "error"] + SUMMARY_COLUMNS
+               + [f"mem_{part}" for part in MEMORY_PARTS]
+               + ["mem_total", "mean_cpu_percent", "mean_gpu_util_percent", "utilization_percent", "device",
+                  "energy_j", "samples_seen_total", "path"])
+BUDGETS = {"samples_seen": "samples_seen", "step": "step", "time": "time_s"}  # budget name -> steps column
+# `<optimizer>-<strategy>-s<seed>` in a grid, `<optimizer>-lr<value>-s<seed>` in a sweep (the value may hold "-").
+STEM = re.compile(r"^(?P<optimizer>[a-z]+)-(?:lr(?P<lr>.+)|(?P<strategy>[a-z]+))-s(?P<seed>\d+)$")
+
+
+def _identity(path: Path, root: Path, result: RunResult) -> dict:
+    """Who the run is: the config where it says, else the file name (a failed run may lack fields)."""
+    config, named = result.config, STEM.match(path.stem)
+    named = named.groupdict() if named else {}
+    lr = result.summary.get("lr", config.get("lr"))
+    return {
+        "run": path.relative_to(root).with_suffix("").as_posix(),
+        "profile": path.parent.parent.parent.name, "regime": path.parent.parent.name,
+        "arch": config.get("arch", path.parent.name),
+        "optimizer": config.get("optimizer", named.get("optimizer")),
+        "strategy": config.get("strategy", named.get("strategy") or "standard"),
+        "seed": int(config.get("seed", named.get("seed", -1))),
+        "lr": float(lr if lr is not None else named.get("lr") or "nan"),
+        "batch_size": config.get("batch_size"), "status": result.status,
+    }
+
+
+def _load(root) -> list[tuple[dict, RunResult, Path]]:
+    root = Path(root).resolve()
+    loaded = []
+    for path in result_files(root):
+        result = RunResult.from_json(path)
+        loaded.append((_identity(path, root, result), result, path.relative_to(root)))
+    return loaded
+
+
+def _run_row(identity: dict, result: RunResult, relative: Path) -> dict:
+    summary, usage, memory = result.summary, result.utilization, result.memory
+    parts = {f"mem_{part}": memory.get(part) for part in MEMORY_PARTS}
+    known = [value for value in parts.values() if value is not None]
+    gpu = usage.get("mean_gpu_util_percent")
+    return {
+        **identity, "micro_batch_size": result.config.get("micro_batch_size"),
+        "steps": result.config.get("steps"), "error": result.error,
+        **{column: summary.get(column) for column in SUMMARY_COLUMNS}, **parts,
+        "mem_total": sum(known) if len(known) == len(MEMORY_PARTS) else None,
+        "mean_cpu_percent": usage.get("mean_cpu_percent"), "mean_gpu_util_percent": gpu,
+        "utilization_percent": gpu if gpu is not None else usage.get("mean_cpu_percent"),
+        "device": usage.get("device", result.environment.get("device")), "energy_j": usage.get("energy_j"),
+        "samples_seen_total": result.records[-1]["samples_seen"] if result.records else 0,
+        "path": relative.with_suffix(".ipynb").as_posix(),
+    }
+
+
+def _numeric(frame: pd.DataFrame, skip=()) -> pd.DataFrame:
+    """JSON nulls arrive as None; make every measured column a float so means and plots work."""
+    text = {"run", "profile", "regime", "arch", "optimizer", "strategy", "status", "error", "device", "path", *skip}
+    for column in frame.columns.difference(list(text)):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
+
+
+def _runs(loaded) -> pd.DataFrame:
+    return _numeric(pd.DataFrame([_run_row(*item) for item in loaded], columns=RUN_COLUMNS))
+
+
+def _rows(loaded, part: str) -> pd.DataFrame:
+    """One row per entry of `part` (records / evals / timeline), each with its run's identity."""
+    rows = []
+    for identity, result, _ in loaded:
+        entries = result.utilization.get("timeline", []) if part == "timeline" else getattr(result, part)
+        device = {"device": result.utilization.get("device")} if part == "timeline" else {}
+        rows.extend({**identity, **device, **entry} for entry in entries)
+    return _numeric(pd.DataFrame(rows) if rows else pd.DataFrame(columns=RUN_ID))
+
+
+def runs_table(root) -> pd.DataFrame:
+    return _runs(_load(root))
+
+
+def _steps(loaded) -> pd.DataFrame:
+    steps = _rows(loaded, "records")
+    if not steps.empty:  # wall-clock spent in training steps so far: the "time" budget
+        steps["time_s"] = steps.groupby("run")["step_time_s"].cumsum()
+    return steps
+
+
+def steps_table(root) -> pd.DataFrame:
+    return _steps(_load(root))
+
+
+def evals_table(root) -> pd.DataFrame:
+    return _rows(_load(root), "evals")
+
+
+def utilization_table(root) -> pd.DataFrame:
+    return _rows(_load(root), "timeline")
+
+
+def at_equal_budget(steps_df: pd.DataFrame, budget: str = "samples_seen", value=None,
+                    by=("regime", "arch"), window: int = 1, metric: str = "loss") -> pd.DataFrame:
+    """Each run's `metric` at the largest point <= a budget common to the runs compared.
+
+    The budget is samples seen, optimizer steps or cumulative step time ("time"). By default it is,
+    per group of `by`, the largest budget every ok run of the group reaches, so accumulation (k times
+    the samples per step) meets standard at equal samples. `window` > 1 averages the last `window`
+    points up to the budget, to tame per-batch noise. Works on the evals table too (metric="val_loss").
+    One row per run of steps_df, failed runs included (NaN where they have no point).
+    """
+    column, by = BUDGETS[budget], list(by)
+    ok = steps_df[steps_df["status"] == "ok"]
+    if value is None:
+        limits = ok.groupby(by + ["run"])[column].max().groupby(by).min().rename("budget_value")
+    else:
+        limits = steps_df[by].drop_duplicates().assign(budget_value=float(value)).set_index(by)["budget_value"]
+    points = steps_df.merge(limits.reset_index(), on=by, how="left")
+    points = points[points[column] <= points["budget_value"]].sort_values(["run", column])
+    tail = points.groupby("run").tail(window).groupby("run")
+    measured = pd.DataFrame({metric: tail[metric].mean(), "reached": tail[column].max(), "at_step": tail["step"].max()})
+    runs = steps_df[RUN_ID].drop_duplicates("run").merge(limits.reset_index(), on=by, how="left")
+    return runs.merge(measured, left_on="run", right_index=True, how="left").assign(budget=budget)
+
+
+def write_csv(root, out_dir) -> dict[str, Path]:
+    """runs.csv, steps.csv and evals.csv for readers who want the numbers without this package."""
+    loaded, out_dir = _load(root), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = {"runs": _runs(loaded), "steps": _steps(loaded), "evals": _rows(loaded, "evals")}
+    written = {}
+    for name, table in tables.items():
+        written[name] = out_dir / f"{name}.csv"
+        table.to_csv(written[name], index=False)
+    return written
