@@ -1,0 +1,345 @@
+"""Build the study's book for one profile: analysis notebooks, tables of numbers, the HTML.
+
+    python -m gum_utils.book --profile cpu [--runs book/runs] [--book-dir book] [--out DIR] [--no-build]
+
+1. executes the analysis templates (`book/templates/*.ipynb`) with papermill into
+   `book/report/<profile>/`, one architecture chapter per architecture that has results;
+2. writes the tidy tables as CSV under `book/report/<profile>/data/`;
+3. writes `book/_toc.yml` for this profile (intro, methods, the analysis chapters, the
+   environment, and an appendix with every executed run notebook, grouped per architecture);
+4. builds the HTML with Jupyter Book 1.x, warnings as errors, and prints where index.html is.
+
+The grid executed the run notebooks already, so the build only renders. Imports no torch
+(the notebooks it executes may).
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ARCHITECTURES, OPTIMIZERS, STRATEGIES
+from .profiles import PROFILES
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_BOOK = ROOT / "book"
+REGIMES = ("shared", "tuned", "sweep")  # the order the appendix lists them in
+ARCH_TITLES = {"vit": "ViT", "modernbert": "ModernBERT", "llama": "Llama", "nanovlm": "nanoVLM"}
+# Pages whose reader expects a figure: the browser check asserts at least one on each.
+FIGURE_PAGES = ("architecture-", "overview", "claims")
+KERNEL_ENV = {"TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore",
+              "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+BUILD_OUTPUTS = ("html", ".doctrees", "jupyter_execute")  # what a build writes under _build
+
+
+class BookError(RuntimeError):
+    """A problem the reader can fix; main() prints it without a traceback."""
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One analysis notebook to execute: a template, the page it becomes, its parameters."""
+    template: str
+    page: str  # docname relative to the book, without suffix
+    parameters: dict
+    placeholders: dict  # {{ name }} in the template's markdown cells -> the value for this page
+
+
+@dataclass(frozen=True)
+class RunPage:
+    arch: str
+    regime: str
+    stem: str
+    docname: str
+
+
+# --- what the results hold ---------------------------------------------------------------
+
+def profile_root(runs: Path, profile: str) -> Path:
+    return runs / profile
+
+
+def run_pages(runs_root: Path, book_dir: Path) -> list[RunPage]:
+    """Every executed run notebook of the profile, in the order the appendix lists them."""
+    pages = []
+    for notebook in runs_root.glob("*/*/*.ipynb"):
+        if notebook.name.startswith(".") or notebook.parent.parent.name.startswith("."):
+            continue  # a half-written notebook, or logs
+        regime, arch = notebook.parent.parent.name, notebook.parent.name
+        docname = notebook.relative_to(book_dir).with_suffix("").as_posix()
+        pages.append(RunPage(arch, regime, notebook.stem, docname))
+    return sorted(pages, key=_run_order)
+
+
+def _rank(value, order) -> tuple:
+    """Known names in their study order, anything new after them, alphabetically."""
+    return (order.index(value), "") if value in order else (len(order), str(value))
+
+
+def _run_order(page: RunPage) -> tuple:
+    optimizer, detail, seed = _stem_parts(page.stem)
+    return (_rank(page.arch, ARCHITECTURES), _rank(page.regime, REGIMES), _rank(optimizer, OPTIMIZERS),
+            _rank(detail, STRATEGIES), int(seed) if seed.isdigit() else -1, page.stem)
+
+
+def _stem_parts(stem: str) -> tuple[str, str, str]:
+    """`adam-standard-s0` -> (adam, standard, 0); a sweep's `sgd-lr0.1-s0` -> (sgd, lr0.1, 0)."""
+    head, _, seed = stem.rpartition("-s")
+    optimizer, _, detail = head.partition("-")
+    return optimizer, detail, seed
+
+
+def run_title(page: RunPage, several_regimes: bool) -> str:
+    optimizer, detail, seed = _stem_parts(page.stem)
+    if detail.startswith("lr"):
+        detail = f"lr {detail[2:]}"
+    title = f"{optimizer} · {detail} · seed {seed}" if optimizer and seed else page.stem
+    return f"{title} ({page.regime})" if several_regimes else title
+
+
+def architectures(pages: list[RunPage]) -> list[str]:
+    return sorted({page.arch for page in pages}, key=lambda arch: _rank(arch, ARCHITECTURES))
+
+
+def arch_title(arch: str) -> str:
+    return ARCH_TITLES.get(arch, arch)
+
+
+def require_results(runs_root: Path, profile: str) -> None:
+    from .results import result_files
+
+    if not runs_root.is_dir() or not result_files(runs_root):
+        raise BookError(f"no results for profile {profile!r} under {runs_root}: "
+                        f"run `make grid PROFILE={profile}` first")
+
+
+def require_inside(runs: Path, book_dir: Path) -> None:
+    """The appendix pages are the run notebooks themselves, so they must lie in the book's tree."""
+    try:
+        runs.resolve().relative_to(book_dir.resolve())
+    except ValueError:
+        raise BookError(f"--runs {runs} must lie inside the book directory {book_dir}: "
+                        "the book includes the executed run notebooks") from None
+
+
+# --- executing the analysis templates ----------------------------------------------------
+
+def chapters(profile: str, runs_root: Path, book_dir: Path, archs: list[str]) -> list[Chapter]:
+    report = f"report/{profile}"
+    common = {"profile": profile, "runs_root": runs_root.resolve().relative_to(book_dir.resolve()).as_posix(),
+              "data_dir": f"{report}/data"}
+    pages = [Chapter("setup", f"{report}/setup", dict(common), {})]
+    pages += [Chapter("architecture", f"{report}/architecture-{arch}", dict(common, arch=arch),
+                      {"arch": arch, "arch_title": arch_title(arch)}) for arch in archs]
+    pages += [Chapter(name, f"{report}/{name}", dict(common), {}) for name in ("overview", "claims", "environment")]
+    return pages
+
+
+def execute_chapter(chapter: Chapter, book_dir: Path) -> Path:
+    """Run one template with papermill (cwd = the book, so relative paths read alike everywhere)."""
+    import papermill
+
+    os.environ.update(KERNEL_ENV)
+    template = book_dir / "templates" / f"{chapter.template}.ipynb"
+    output = book_dir / f"{chapter.page}.ipynb"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with stderr_to(output.parent / ".logs" / f"{output.stem}.log"):
+            papermill.execute_notebook(str(template), str(output), parameters=chapter.parameters,
+                                       kernel_name="python3", cwd=str(book_dir), progress_bar=False, log_output=False)
+    except Exception as error:  # the executed notebook keeps the traceback; say where it is
+        raise BookError(f"{template.name} failed for {chapter.page}: {type(error).__name__}: "
+                        f"{str(error)[-1500:]}\n(the executed notebook with the traceback: {output})") from None
+    finish_notebook(output, chapter.placeholders)
+    return output
+
+
+@contextmanager
+def stderr_to(log: Path):
+    """The kernel inherits our stderr: its start-up chatter goes to a log, not the terminal."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    saved = os.dup(2)
+    with open(log, "w") as handle:
+        os.dup2(handle.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def finish_notebook(path: Path, placeholders: dict) -> None:
+    """Fill the page's placeholders and hide the parameter cells (the page shows its data, not its inputs)."""
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if ("parameters" in tags or "injected-parameters" in tags) and "remove-cell" not in tags:
+            tags.append("remove-cell")
+        if cell.cell_type == "markdown":
+            cell.source = fill_placeholders(cell.source, placeholders)
+    nbformat.write(notebook, path)
+
+
+def fill_placeholders(text: str, values: dict) -> str:
+    for name, value in values.items():
+        text = text.replace("{{ " + name + " }}", str(value))
+    return text
+
+
+def execute_chapters(pages: list[Chapter], book_dir: Path, jobs: int) -> None:
+    """Each notebook in its own worker process: kernels and event loops never share a process."""
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(execute_chapter, page, book_dir) for page in pages]
+        errors = []
+        for future in futures:
+            try:
+                future.result()
+            except BookError as error:
+                errors.append(str(error))
+    if errors:
+        raise BookError("\n\n".join(errors))
+
+
+def fresh_report(book_dir: Path, profile: str) -> Path:
+    """An empty report folder: a chapter from an earlier run must not outlive its data."""
+    report = book_dir / "report" / profile
+    shutil.rmtree(report, ignore_errors=True)
+    (report / "data").mkdir(parents=True)
+    return report
+
+
+# --- the table of contents ---------------------------------------------------------------
+
+def appendix_pages(profile: str, pages: list[RunPage], book_dir: Path) -> list[dict]:
+    """One generated page per architecture listing its runs (status included), the runs as its sections."""
+    from .results import RunResult
+
+    several_regimes = len({page.regime for page in pages}) > 1
+    entries = []
+    for arch in architectures(pages):
+        own = [page for page in pages if page.arch == arch]
+        docname = f"report/{profile}/runs-{arch}"
+        lines = [f"# {arch_title(arch)} runs", "",
+                 f"Every executed run notebook of `{arch}` in the `{profile}` profile, as the grid left it "
+                 "(parameters, loss, time, memory, utilization, and what the model learned).", "",
+                 "| run | regime | status |", "| --- | --- | --- |"]
+        for page in own:
+            result_path = book_dir / f"{page.docname}.json"
+            status = RunResult.from_json(result_path).status if result_path.exists() else "no result file"
+            link = os.path.relpath(book_dir / f"{page.docname}.ipynb", (book_dir / docname).parent)
+            lines.append(f"| [{run_title(page, False)}]({Path(link).as_posix()}) | {page.regime} | {status} |")
+        (book_dir / f"{docname}.md").write_text("\n".join(lines) + "\n")
+        entries.append({"file": docname, "sections": [{"file": page.docname, "title": run_title(page, several_regimes)}
+                                                       for page in own]})
+    return entries
+
+
+def toc(profile: str, analysis: list[Chapter], appendix: list[dict]) -> dict:
+    by_template = {}
+    for chapter in analysis:
+        by_template.setdefault(chapter.template, []).append({"file": chapter.page})
+    study = [{"file": "methods", "sections": by_template["setup"]}] + by_template["architecture"]
+    study += by_template["overview"] + by_template["claims"]
+    return {
+        "format": "jb-book",
+        "root": "intro",
+        "parts": [
+            {"caption": f"The study ({profile} profile)", "chapters": study},
+            {"caption": "Reference", "chapters": by_template["environment"]
+             + [{"file": "appendix", "sections": appendix}]},
+        ],
+    }
+
+
+def write_toc(book_dir: Path, content: dict) -> Path:
+    import yaml
+
+    path = book_dir / "_toc.yml"
+    header = "# Generated by gum_utils.book for one profile; edit book.py, not this file.\n"
+    path.write_text(header + yaml.safe_dump(content, sort_keys=False, allow_unicode=True))
+    return path
+
+
+# --- the HTML ----------------------------------------------------------------------------
+
+def clean_build(out: Path) -> None:
+    """A fresh build: pages of another profile must not linger in the HTML."""
+    for name in BUILD_OUTPUTS:
+        shutil.rmtree(out / "_build" / name, ignore_errors=True)
+
+
+def build_html(book_dir: Path, out: Path) -> Path:
+    clean_build(out)
+    log = out / "_build" / "build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(book_dir),
+               "--path-output", str(out), "--toc", str(book_dir / "_toc.yml"), "-W", "--keep-going"]
+    with open(log, "w") as handle:
+        done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, cwd=book_dir)
+    index = out / "_build" / "html" / "index.html"
+    if done.returncode != 0 or not index.exists():
+        raise BookError(f"the book build failed (warnings count as errors):\n{build_problems(log)}\n"
+                        f"(the whole log: {log})")
+    return index
+
+
+def build_problems(log: Path) -> str:
+    lines = log.read_text(errors="replace").splitlines()
+    problems = [line for line in lines if "WARNING" in line or "ERROR" in line or "Error" in line]
+    return "\n".join(problems[-40:] or lines[-40:])
+
+
+# --- the command -------------------------------------------------------------------------
+
+def make_book(profile: str, book_dir: Path = DEFAULT_BOOK, runs: Path | None = None, out: Path | None = None,
+              build: bool = True, jobs: int = 2) -> Path | None:
+    """The whole pipeline; returns index.html (None with build=False)."""
+    from .tables import write_csv
+
+    book_dir = book_dir.resolve()
+    runs = (runs or book_dir / "runs").resolve()
+    require_inside(runs, book_dir)
+    runs_root = profile_root(runs, profile)
+    require_results(runs_root, profile)
+    pages = run_pages(runs_root, book_dir)
+    report = fresh_report(book_dir, profile)
+    write_csv(runs_root, report / "data")
+    analysis = chapters(profile, runs_root, book_dir, architectures(pages))
+    execute_chapters(analysis, book_dir, jobs)
+    write_toc(book_dir, toc(profile, analysis, appendix_pages(profile, pages, book_dir)))
+    return build_html(book_dir, (out or book_dir).resolve()) if build else None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="cpu", choices=tuple(PROFILES))
+    parser.add_argument("--book-dir", type=Path, default=DEFAULT_BOOK, help="the book's sources (default: book/)")
+    parser.add_argument("--runs", type=Path, help="root of the executed runs, inside the book (default: BOOK/runs)")
+    parser.add_argument("--out", type=Path, help="where _build/html goes (default: the book directory)")
+    parser.add_argument("--no-build", action="store_true", help="execute the notebooks and write the toc only")
+    parser.add_argument("--jobs", type=int, default=2, help="analysis notebooks executed at once")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    try:
+        index = make_book(args.profile, args.book_dir, args.runs, args.out, not args.no_build, args.jobs)
+    except BookError as error:
+        print(f"gum_utils.book: {error}", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - started
+    if index is None:
+        print(f"analysis notebooks for {args.profile} in {args.book_dir / 'report' / args.profile} ({seconds:.0f} s)")
+    else:
+        print(f"book for {args.profile} built in {seconds:.0f} s: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
