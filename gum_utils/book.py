@@ -235,7 +235,9 @@ def appendix_pages(profile: str, pages: list[RunPage], book_dir: Path) -> list[d
             status = RunResult.from_json(result_path).status if result_path.exists() else "no result file"
             link = os.path.relpath(book_dir / f"{page.docname}.ipynb", (book_dir / docname).parent)
             lines.append(f"| [{run_title(page, False)}]({Path(link).as_posix()}) | {page.regime} | {status} |")
-        (book_dir / f"{docname}.md").write_text("\n".join(lines) + "\n")
+        page_path = book_dir / f"{docname}.md"
+        page_path.parent.mkdir(parents=True, exist_ok=True)
+        page_path.write_text("\n".join(lines) + "\n")
         entries.append({"file": docname, "sections": [{"file": page.docname, "title": run_title(page, several_regimes)}
                                                        for page in own]})
     return entries

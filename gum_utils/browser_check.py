@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from . import ARCHITECTURES
 from .book import FIGURE_PAGES
 
 CHROMIUM = "/usr/bin/chromium"
@@ -78,7 +79,12 @@ def needs_figure(docname: str) -> bool:
 def pick_chapter(docnames: list[str]) -> str | None:
     """The chapter to photograph: the first architecture page, else any analysis page."""
     figures = [d for d in docnames if needs_figure(d)]
-    return next((d for d in figures if "architecture-" in d), figures[0] if figures else None)
+    chapters = sorted((d for d in figures if "architecture-" in d), key=lambda d: _arch_rank(d.rsplit("-", 1)[-1]))
+    return chapters[0] if chapters else figures[0] if figures else None
+
+
+def _arch_rank(arch: str) -> tuple:
+    return (ARCHITECTURES.index(arch), "") if arch in ARCHITECTURES else (len(ARCHITECTURES), arch)
 
 
 # --- the browser --------------------------------------------------------------------------

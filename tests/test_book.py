@@ -1,0 +1,144 @@
+"""The book: built from a few real smoke runs into a temporary copy of book/, then read back.
+
+The slow tests run the grid for six smoke cells (ViT, SGD and Adam, every strategy), build the
+book from them with gum_utils.book (warnings are errors), and check the HTML as files and in
+headless Chromium. The fast ones check the table of contents and the missing-results message.
+"""
+
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from gum_utils import STRATEGIES, book
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK_SOURCES = ("_config.yml", "intro.md", "methods.md", "appendix.md", "templates", "_static")
+ARCH, OPTIMIZERS, PROFILE = "vit", ("sgd", "adam"), "smoke"
+REPORT = f"report/{PROFILE}"
+ANALYSIS_PAGES = [f"{REPORT}/setup", f"{REPORT}/architecture-{ARCH}", f"{REPORT}/overview", f"{REPORT}/claims",
+                  f"{REPORT}/environment"]
+
+
+def run_module(*args, cwd=ROOT, timeout=600):
+    done = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def copy_book_sources(target: Path) -> Path:
+    target.mkdir(parents=True, exist_ok=True)
+    for name in BOOK_SOURCES:
+        source = ROOT / "book" / name
+        if source.is_dir():
+            shutil.copytree(source, target / name)
+        elif source.exists():
+            shutil.copy2(source, target / name)
+    return target
+
+
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory):
+    """(book directory, html directory) of a book built from six fresh smoke runs."""
+    book_dir = copy_book_sources(tmp_path_factory.mktemp("book"))
+    run_module("gum_utils.grid", "--profile", PROFILE, "--out", str(book_dir / "runs"), "--arch", ARCH,
+               "--optimizer", *OPTIMIZERS, "--jobs", "2")
+    done = run_module("gum_utils.book", "--profile", PROFILE, "--book-dir", str(book_dir))
+    html = book_dir / "_build" / "html"
+    assert str(html / "index.html") in done.stdout  # the command says where the book is
+    return book_dir, html
+
+
+def run_docnames() -> list[str]:
+    return [f"runs/{PROFILE}/shared/{ARCH}/{optimizer}-{strategy}-s0"
+            for optimizer in OPTIMIZERS for strategy in STRATEGIES]
+
+
+class ImageSources(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sources = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.sources.append(dict(attrs).get("src", ""))
+
+
+def image_sources(page: Path) -> list[str]:
+    parser = ImageSources()
+    parser.feed(page.read_text())
+    return parser.sources
+
+
+@pytest.mark.slow
+def test_every_chapter_is_in_the_html(built_book):
+    _, html = built_book
+    expected = ["index", "intro", "methods", "appendix", f"{REPORT}/runs-{ARCH}"] + ANALYSIS_PAGES + run_docnames()
+    missing = [docname for docname in expected if not (html / f"{docname}.html").exists()]
+    assert not missing, f"pages missing from the build: {missing}"
+    assert not (html / REPORT / "architecture-llama.html").exists(), "a page for an architecture without results"
+    assert "claims, checked" in (html / REPORT / "claims.html").read_text()
+    appendix = (html / REPORT / f"runs-{ARCH}.html").read_text()
+    assert all(f"{optimizer} · {strategy} · seed 0" in appendix for optimizer in OPTIMIZERS for strategy in STRATEGIES)
+
+
+@pytest.mark.slow
+def test_every_figure_referenced_exists(built_book):
+    _, html = built_book
+    missing, figures = [], {}
+    for page in html.rglob("*.html"):
+        sources = [s for s in image_sources(page) if not s.startswith("data:")]
+        figures[page.relative_to(html).with_suffix("").as_posix()] = len(sources)
+        missing += [f"{page.relative_to(html)}: {s}" for s in sources if not (page.parent / s).resolve().is_file()]
+    assert not missing, f"figures referenced but not written: {missing}"
+    for docname in (f"{REPORT}/architecture-{ARCH}", f"{REPORT}/overview", f"{REPORT}/claims"):
+        assert figures.get(docname, 0) >= 1, f"{docname} shows no figure"
+
+
+@pytest.mark.slow
+def test_downloads_and_tables_are_written(built_book):
+    book_dir, html = built_book
+    for name in ("runs", "steps", "evals", "best", "cells", "claims"):
+        assert (book_dir / REPORT / "data" / f"{name}.csv").stat().st_size > 0
+    assert list((html / "_downloads").rglob("best.csv")), "the overview's CSV is not offered for download"
+
+
+@pytest.mark.slow
+def test_the_browser_sees_every_page_and_figure(built_book, tmp_path):
+    _, html = built_book
+    done = run_module("gum_utils.browser_check", str(html), "--screenshots", str(tmp_path), timeout=300)
+    assert "all loaded" in done.stdout
+    assert (tmp_path / "index.png").stat().st_size > 0
+    assert (tmp_path / f"chapter-architecture-{ARCH}.png").stat().st_size > 0
+
+
+def test_no_results_says_to_run_the_grid(tmp_path, capsys):
+    copy_book_sources(tmp_path)
+    assert book.main(["--profile", "paper", "--book-dir", str(tmp_path)]) == 1
+    assert "make grid PROFILE=paper" in capsys.readouterr().err
+
+
+def test_runs_outside_the_book_are_refused(tmp_path, capsys):
+    book_dir = copy_book_sources(tmp_path / "book")
+    assert book.main(["--profile", PROFILE, "--book-dir", str(book_dir), "--runs", str(tmp_path / "elsewhere")]) == 1
+    assert "must lie inside the book directory" in capsys.readouterr().err
+
+
+def test_the_appendix_lists_runs_per_architecture_in_study_order(tmp_path):
+    for path in ("shared/llama/sgd-standard-s0", "shared/vit/cgd-standard-s1", "shared/vit/sgd-accumulation-s0",
+                 "shared/vit/sgd-standard-s0", "shared/vit/.adam-standard-s0.partial", "sweep/vit/adam-lr0.001-s0"):
+        notebook = tmp_path / "runs" / PROFILE / f"{path}.ipynb"
+        notebook.parent.mkdir(parents=True, exist_ok=True)
+        notebook.write_text("{}")
+    pages = book.run_pages(tmp_path / "runs" / PROFILE, tmp_path)
+    assert [(p.arch, p.regime, p.stem) for p in pages] == [
+        ("vit", "shared", "sgd-standard-s0"), ("vit", "shared", "sgd-accumulation-s0"),
+        ("vit", "shared", "cgd-standard-s1"), ("vit", "sweep", "adam-lr0.001-s0"),
+        ("llama", "shared", "sgd-standard-s0")]
+    assert book.run_title(pages[3], several_regimes=True) == "adam · lr 0.001 · seed 0 (sweep)"
+    entries = book.appendix_pages(PROFILE, pages, tmp_path)
+    assert [entry["file"] for entry in entries] == [f"{REPORT}/runs-vit", f"{REPORT}/runs-llama"]
+    assert (tmp_path / REPORT / "runs-vit.md").read_text().count("no result file") == 4
