@@ -171,8 +171,11 @@ def _record_status(task: Task, error: str | None) -> str:
                 result.status, result.error = "error", error
                 result.to_json(task.result_path)
             return result.status
-    RunResult(config=task.parameters, status="error", error=error or "the notebook wrote no result",
-              cell_key=task.key).to_json(task.result_path)
+    return _record_error(task, error or "the notebook wrote no result")
+
+
+def _record_error(task: Task, error: str) -> str:
+    RunResult(config=task.parameters, status="error", error=error, cell_key=task.key).to_json(task.result_path)
     return "error"
 
 
@@ -206,9 +209,7 @@ def run_grid(tasks: list[Task], jobs: int, force: bool = False, retry_failed: bo
             try:
                 status = future.result()
             except Exception as exc:  # the worker itself broke: record, go on
-                RunResult(config=task.parameters, status="error", error=str(exc), cell_key=task.key).to_json(
-                    task.result_path)
-                status = "error"
+                status = _record_error(task, str(exc))
             counts[status] = counts.get(status, 0) + 1
             bar.set_postfix(failed=sum(v for k, v in counts.items() if k not in ("ok", "skipped")),
                             last=f"{task.cell.arch}/{task.cell.stem}:{status}")

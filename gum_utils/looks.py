@@ -12,10 +12,14 @@ from . import data
 from .models import architecture
 
 
-def _validation(arch: str, config, count: int) -> dict:
+def _validation(model, arch: str, config, count: int) -> dict | None:
+    """The first `count` validation samples, with the model in eval mode; None if there is no model."""
+    if model is None:
+        print("The run built no model, so there is nothing to show.")
+        return None
+    model.eval()
     shape = architecture(arch).shape(config.size)
-    batch = data.val_batches(arch, shape, batch_size=count, limit=count)[0]
-    return batch
+    return data.val_batches(arch, shape, batch_size=count, limit=count)[0]
 
 
 def _device_of(model) -> torch.device:
@@ -26,20 +30,13 @@ def _decode(ids) -> str:
     return data.tokenizer().decode([int(i) for i in ids], skip_special_tokens=True).strip()
 
 
-def _nothing_to_show(model) -> bool:
-    if model is None:
-        print("The run built no model, so there is nothing to show.")
-    return model is None
-
-
 @torch.no_grad()
 def vit_predictions(model, config, count: int = 12):
     import matplotlib.pyplot as plt
 
-    if _nothing_to_show(model):
+    batch = _validation(model, "vit", config, count)
+    if batch is None:
         return None
-    model.eval()
-    batch = _validation("vit", config, count)
     predicted = model(pixel_values=batch["pixel_values"].to(_device_of(model))).logits.argmax(-1).cpu()
     fig, axes = plt.subplots(2, (count + 1) // 2, figsize=(1.6 * ((count + 1) // 2), 4))
     for ax, image, guess, truth in zip(axes.flat, batch["pixel_values"], predicted, batch["labels"]):
@@ -56,10 +53,9 @@ def vit_predictions(model, config, count: int = 12):
 @torch.no_grad()
 def modernbert_fill_masks(model, config, top_k: int = 3):
     """The first validation sequence with its masked positions, the truth and the model's top guesses."""
-    if _nothing_to_show(model):
+    batch = _validation(model, "modernbert", config, 1)
+    if batch is None:
         return None
-    model.eval()
-    batch = _validation("modernbert", config, 1)
     device = _device_of(model)
     logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device)).logits
     labels = batch["labels"][0]
@@ -82,12 +78,11 @@ def _decode_with_masks(ids, mask) -> str:
 
 @torch.no_grad()
 def llama_continuation(model, config, prompt_tokens: int = 12, new_tokens: int = 24):
-    if _nothing_to_show(model):
+    batch = _validation(model, "llama", config, 1)
+    if batch is None:
         return None
-    model.eval()
-    batch = _validation("llama", config, 1)
-    ids = batch["input_ids"][:, :prompt_tokens]
-    output = model.generate(input_ids=ids.to(_device_of(model)), attention_mask=torch.ones_like(ids).to(_device_of(model)),
+    ids = batch["input_ids"][:, :prompt_tokens].to(_device_of(model))
+    output = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
                             max_new_tokens=new_tokens, do_sample=False, pad_token_id=data.PAD_ID,
                             eos_token_id=data.EOS_ID, use_cache=True)
     real = int(batch["attention_mask"][0].sum())
@@ -102,11 +97,11 @@ def llama_continuation(model, config, prompt_tokens: int = 12, new_tokens: int =
 def nanovlm_answers(model, config, count: int = 4):
     import matplotlib.pyplot as plt
 
-    if _nothing_to_show(model):
+    batch = _validation(model, "nanovlm", config, count)
+    if batch is None:
         return None
-    model.eval()
-    batch = _validation("nanovlm", config, count)
     device = _device_of(model)
+    image_tokens = architecture("nanovlm").shape(config.size).image_seq_len
     fig, axes = plt.subplots(1, count, figsize=(3 * count, 3.4))
     for i, ax in enumerate(axes):
         labels = batch["labels"][i]
@@ -115,7 +110,7 @@ def nanovlm_answers(model, config, count: int = 4):
         output = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt),
                                 pixel_values=batch["pixel_values"][i : i + 1].to(device), max_new_tokens=6,
                                 do_sample=False, pad_token_id=data.PAD_ID, eos_token_id=data.EOS_ID)
-        question = _decode(prompt[0, 1 + config_image_tokens(config):])
+        question = _decode(prompt[0, 1 + image_tokens:])
         truth = _decode(labels[labels != data.IGNORE_INDEX])
         answer = _decode(output[0, answer_start:])
         ax.imshow(batch["pixel_values"][i, 0, 0], cmap="gray")
@@ -125,6 +120,3 @@ def nanovlm_answers(model, config, count: int = 4):
     fig.tight_layout()
     return fig
 
-
-def config_image_tokens(config) -> int:
-    return architecture("nanovlm").shape(config.size).image_seq_len

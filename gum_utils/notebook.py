@@ -9,7 +9,7 @@ import types
 from pathlib import Path
 
 from .choices import check_choice
-from .profiles import PROFILES, profile as get_profile
+from .profiles import profile as get_profile
 
 # Names a notebook accepts besides RunConfig's fields. None means "the profile's value".
 NOTEBOOK_ONLY = ("profile", "result_path", "cell_key")
@@ -45,8 +45,7 @@ def read_parameters(arch: str, namespace: dict):
     valid = parameter_names()
     for name in given:
         check_choice("notebook parameter", name, valid)
-    check_choice("profile", given.get("profile"), tuple(PROFILES))
-    prof = get_profile(given["profile"])
+    prof = get_profile(given.get("profile"))
     values = prof.run_parameters(arch, given.get("optimizer") or "adam", given.get("strategy") or "standard",
                                  given.get("seed") or 0)
     values.update({k: v for k, v in given.items() if k in _config_fields() and v is not None})

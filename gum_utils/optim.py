@@ -42,7 +42,3 @@ def build_optimizer(name: str, params, lr: float, **options) -> torch.optim.Opti
     check_choice("optimizer", name, OPTIMIZERS)
     return BUILDERS[name](params, lr=lr, **options)
 
-
-def uses_line_search(optimizer: torch.optim.Optimizer) -> bool:
-    """A line-search optimizer evaluates the closure several times per step."""
-    return isinstance(optimizer, CGD) and optimizer.defaults.get("line_search") is not None
