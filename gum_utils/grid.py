@@ -1,33 +1,45 @@
 """The grid runner: papermill runs an architecture's notebook once per cell of a profile.
 
-    python -m gum_utils.grid --profile cpu --jobs 2 [--arch llama --optimizer cgd ...]
+    python -m gum_utils.grid --profile cpu --jobs 2 [--stage shared] [--arch llama --optimizer cgd ...]
 
-Each cell writes `<out>/<profile>/<regime>/<arch>/<optimizer>-<strategy>-s<seed>.ipynb` and, beside
-it, the run's result `.json`. A cell whose result exists for the same parameters and code
-is skipped, so an interrupted grid resumes where it stopped (`--force` redoes it). A cell
-that fails is recorded with status "error" and the grid goes on. Imports no torch.
+A profile runs in stages, each a regime of the study: `shared` (every optimizer at its default
+learning rate, as in the paper), then, where the profile tunes, `sweep` (a short learning-rate
+sweep per architecture and optimizer) and `tuned` (the grid again, each optimizer at the rate
+its sweep chose). Each cell writes `<out>/<profile>/<regime>/<arch>/<stem>.ipynb` and, beside
+it, the run's result `.json` (stem `<optimizer>-<strategy>-s<seed>`, in a sweep
+`<optimizer>-lr<rate>-s<seed>`). A cell whose result exists for the same parameters and code
+is skipped, so an interrupted grid resumes where it stopped (`--force` redoes it); a tuned cell
+whose parameters are those of a finished shared cell (its sweep chose the default) reuses that
+run. A cell that fails is recorded with status "error" and the grid goes on. Each stage's time
+is appended to `<out>/<profile>/grid-log.csv`. Imports no torch.
 """
 
 import argparse
 import atexit
+import csv
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from .profiles import Cell, Profile, cells, profile as get_profile, PROFILES
+from .profiles import Cell, Profile, cells, profile as get_profile, PROFILES, sweep_cells
 from .results import RunResult
+from .tuning import TuningError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 DEFAULT_OUT = ROOT / "book" / "runs"
 # The code a result depends on; a change here invalidates the results (plots and book do not).
-TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "measure.py", "models.py", "notebook.py",
-                 "optim.py", "profiles.py", "results.py", "strategies.py", "train.py", "looks.py")
+TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "learning_rates.py", "measure.py", "models.py",
+                 "notebook.py", "optim.py", "profiles.py", "results.py", "strategies.py", "train.py", "looks.py")
+STAGES = ("shared", "sweep", "tuned")
+LOG_COLUMNS = ["finished", "profile", "stage", "cells", "skipped", "reused", "ran", "statuses", "minutes",
+               "minutes_per_seed", "jobs", "cpus"]
 KERNEL_ENV = {"TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
 
 
@@ -59,17 +71,60 @@ class Task:
     def result_path(self) -> Path:
         return self.output.with_suffix(".json")
 
+    @property
+    def name(self) -> str:
+        return f"{self.cell.arch}/{self.cell.stem}"
 
-def plan(prof: Profile, out_root: Path, selected: list[Cell], jobs: int, regime: str = "shared") -> list[Task]:
+
+def plan(prof: Profile, out_root: Path, selected: list[Cell], jobs: int, regime: str = "shared",
+         lrs: dict | None = None) -> list[Task]:
+    """One task per cell. A sweep cell carries its own rate; `lrs` {(arch, optimizer): lr} tunes a grid."""
     fingerprint = code_fingerprint()
     threads = max(1, (os.cpu_count() or 1) // jobs)
     tasks = []
     for cell in selected:
-        parameters = prof.run_parameters(cell.arch, cell.optimizer, cell.strategy, cell.seed)
+        parameters = _parameters(prof, cell, (lrs or {}).get((cell.arch, cell.optimizer)))
         notebook = NOTEBOOKS / f"{cell.arch}.ipynb"
         output = out_root / prof.name / regime / cell.arch / f"{cell.stem}.ipynb"
         tasks.append(Task(cell, parameters, notebook, output, cell_key(parameters, notebook, fingerprint), threads))
     return tasks
+
+
+def _parameters(prof: Profile, cell: Cell, lr: float | None) -> dict:
+    if cell.lr is not None:
+        return prof.sweep_parameters(cell.arch, cell.optimizer, cell.seed, cell.lr)
+    from .learning_rates import default_lr
+
+    chosen = None if lr is None or lr == default_lr(cell.arch, cell.optimizer) else lr  # the default: shared twin
+    return prof.run_parameters(cell.arch, cell.optimizer, cell.strategy, cell.seed, chosen)
+
+
+def chosen_lrs(prof: Profile, out_root: Path, archs, optimizers) -> dict:
+    """The rate each (arch, optimizer) asked for got from its sweep's results under out_root."""
+    from . import ARCHITECTURES, OPTIMIZERS
+    from .tables import runs_table
+    from .tuning import chosen_lrs as from_sweep
+
+    root = out_root / prof.name
+    runs = runs_table(root) if (root / "sweep").is_dir() else None
+    pairs = [(a, o) for a in archs or ARCHITECTURES for o in optimizers or OPTIMIZERS]
+    if runs is None or runs.empty:
+        raise TuningError(f"no sweep results under {root / 'sweep'}: run the sweep stage first (--stage sweep)")
+    return from_sweep(runs, pairs)
+
+
+def reuse_twins(tasks: list[Task], twins: list[Task]) -> int:
+    """Copy a finished twin (same cell key: same parameters and code) instead of rerunning it."""
+    finished = {twin.key: twin for twin in twins if is_done(twin)}
+    reused = 0
+    for task in tasks:
+        twin = finished.get(task.key)
+        if twin is not None and not is_done(task):
+            task.output.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(twin.result_path, task.result_path)
+            shutil.copyfile(twin.output, task.output)  # the notebook last: it marks the cell finished
+            reused += 1
+    return reused
 
 
 def is_done(task: Task, retry_failed: bool = False) -> bool:
@@ -191,13 +246,23 @@ def _hide_parameter_cells(path: Path) -> None:
     nbformat.write(notebook, path)
 
 
+class GridCounts(dict):
+    """The count of each status, and when (seconds from the start) each seed's last cell finished."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seed_done_s: dict[int, float] = {}
+
+
 def run_grid(tasks: list[Task], jobs: int, force: bool = False, retry_failed: bool = False,
-             show_progress: bool = True) -> dict:
+             show_progress: bool = True) -> GridCounts:
     """Run the tasks not yet done, `jobs` at a time; return the count of each status."""
     from tqdm import tqdm
 
+    started = time.perf_counter()
     todo = [t for t in tasks if force or not is_done(t, retry_failed)]
-    counts = {"skipped": len(tasks) - len(todo)}
+    counts = GridCounts(skipped=len(tasks) - len(todo))
+    left = {seed: sum(t.cell.seed == seed for t in todo) for seed in {t.cell.seed for t in todo}}
     if show_progress:
         print(f"{len(tasks)} cells: {counts['skipped']} already done, {len(todo)} to run on {jobs} worker(s)",
               flush=True)
@@ -211,9 +276,56 @@ def run_grid(tasks: list[Task], jobs: int, force: bool = False, retry_failed: bo
             except Exception as exc:  # the worker itself broke: record, go on
                 status = _record_error(task, str(exc))
             counts[status] = counts.get(status, 0) + 1
+            left[task.cell.seed] -= 1
+            if not left[task.cell.seed]:
+                counts.seed_done_s[task.cell.seed] = time.perf_counter() - started
             bar.set_postfix(failed=sum(v for k, v in counts.items() if k not in ("ok", "skipped")),
-                            last=f"{task.cell.arch}/{task.cell.stem}:{status}")
+                            last=f"{task.name}:{status}")
             bar.update()
+    return counts
+
+
+def stage_tasks(prof: Profile, stage: str, out_root: Path, jobs: int, archs=None, optimizers=None,
+                strategies=None, seeds=None) -> list[Task]:
+    """The tasks of one stage for the subset asked (the sweep is always the standard strategy)."""
+    if stage == "sweep":
+        return plan(prof, out_root, sweep_cells(prof, archs, optimizers), jobs, "sweep")
+    selected = cells(prof, archs, optimizers, strategies, seeds)
+    lrs = chosen_lrs(prof, out_root, archs, optimizers) if stage == "tuned" else None
+    return plan(prof, out_root, selected, jobs, stage, lrs)
+
+
+def log_stage(path: Path, row: dict) -> None:
+    """Append one stage's timing: the README and the book read how long a study took from here."""
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=LOG_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def run_stage(prof: Profile, stage: str, out_root: Path, jobs: int, force: bool, retry_failed: bool,
+              subset: dict) -> GridCounts:
+    started = time.perf_counter()
+    tasks = stage_tasks(prof, stage, out_root, jobs, **subset)
+    reused = 0
+    if stage == "tuned" and not force:
+        reused = reuse_twins(tasks, stage_tasks(prof, "shared", out_root, jobs, **subset))
+    print(f"stage {stage}: " + (f"{reused} cell(s) reused from shared (the sweep chose the default); "
+                                if reused else ""), end="", flush=True)
+    counts = run_grid(tasks, jobs, force, retry_failed)
+    minutes = (time.perf_counter() - started) / 60
+    statuses = ", ".join(f"{k} {v}" for k, v in counts.items() if k != "skipped")
+    per_seed = "; ".join(f"seed {seed} {s / 60:.1f}" for seed, s in sorted(counts.seed_done_s.items()))
+    print(f"stage {stage} finished in {minutes:.1f} min: skipped {counts['skipped']}"
+          + (f", {statuses}" if statuses else "") + (f" (each seed done after, min: {per_seed})" if per_seed else ""))
+    log_stage(out_root / prof.name / "grid-log.csv", {
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "profile": prof.name, "stage": stage, "cells": len(tasks),
+        "skipped": counts["skipped"] - reused, "reused": reused, "ran": len(tasks) - counts["skipped"],
+        "statuses": statuses, "minutes": round(minutes, 2), "minutes_per_seed": per_seed, "jobs": jobs,
+        "cpus": os.cpu_count()})
     return counts
 
 
@@ -221,6 +333,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="cpu", choices=tuple(PROFILES))
     parser.add_argument("--jobs", type=int, default=1, help="cells run at once")
+    parser.add_argument("--stage", nargs="*", choices=STAGES,
+                        help="stages to run, in study order (default: every stage of the profile)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="root of the executed notebooks and results")
     parser.add_argument("--arch", nargs="*", help="a subset of architectures")
     parser.add_argument("--optimizer", nargs="*", help="a subset of optimizers")
@@ -232,14 +346,27 @@ def main(argv=None) -> int:
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
     prof = get_profile(args.profile)
+    stages = [stage for stage in STAGES if stage in (args.stage or prof.stages)]
+    unknown = [stage for stage in stages if stage not in prof.stages]
+    if unknown:
+        parser.error(f"profile {prof.name!r} has no stage {', '.join(unknown)}; its stages: {', '.join(prof.stages)}")
+    subset = {"archs": args.arch, "optimizers": args.optimizer, "strategies": args.strategy, "seeds": args.seed}
     try:
-        selected = cells(prof, args.arch, args.optimizer, args.strategy, args.seed)
+        cells(prof, **subset)  # a misspelt subset fails here, before anything runs
     except ValueError as error:
         parser.error(str(error))
-    started = time.perf_counter()
-    counts = run_grid(plan(prof, args.out, selected, args.jobs), args.jobs, args.force, args.retry_failed)
+    started, totals = time.perf_counter(), {}
+    for stage in stages:
+        try:
+            counts = run_stage(prof, stage, args.out, args.jobs, args.force, args.retry_failed, subset)
+        except TuningError as error:
+            print(f"gum_utils.grid: {error}", file=sys.stderr)
+            return 1
+        for status, n in counts.items():
+            totals[status] = totals.get(status, 0) + n
     minutes = (time.perf_counter() - started) / 60
-    print(f"grid {prof.name} finished in {minutes:.1f} min: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print(f"grid {prof.name} ({', '.join(stages)}) finished in {minutes:.1f} min: "
+          + ", ".join(f"{k} {v}" for k, v in totals.items()))
     return 0
 
 

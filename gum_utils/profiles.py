@@ -4,12 +4,17 @@
 the whole grid on two cores), `paper` is the published shapes on a GPU. Accumulation
 follows the paper's comparison: the micro-batch of the standard run, `accumulation`
 micro-batches per step, so the same activation memory sees k times the samples per step.
+
+A profile with `sweep_steps` also tunes: a short learning-rate sweep per architecture and
+optimizer (standard strategy, `sweep_factors` times the shared default), then the grid again
+with each optimizer's best value (see `gum_utils.tuning`).
 """
 
 from dataclasses import dataclass
 
 from . import ARCHITECTURES, OPTIMIZERS, STRATEGIES
 from .choices import check_choice
+from .learning_rates import SWEEP_FACTORS, swept
 
 
 @dataclass(frozen=True)
@@ -23,27 +28,48 @@ class Profile:
     eval_every: int | None = None
     eval_samples: int = 256
     device: str = "auto"
+    sweep_steps: int | None = None  # None: no tuning stage
+    sweep_factors: tuple = SWEEP_FACTORS
+    sweep_seeds: tuple = (0,)
     description: str = ""
 
-    def run_parameters(self, arch: str, optimizer: str, strategy: str, seed: int) -> dict:
-        """The notebook parameters (RunConfig fields) of one cell of this profile's grid."""
+    @property
+    def stages(self) -> tuple:
+        """The grid's stages in the order they must run: the tuned grid needs the sweep's answer."""
+        return ("shared", "sweep", "tuned") if self.sweep_steps else ("shared",)
+
+    def run_parameters(self, arch: str, optimizer: str, strategy: str, seed: int, lr: float | None = None) -> dict:
+        """The notebook parameters (RunConfig fields) of one cell of this profile's grid.
+
+        `lr` None keeps the optimizer's shared default, so a tuned cell that chose the default
+        has the very parameters (and cell key) of its shared twin.
+        """
         accumulate = strategy == "accumulation"
-        return {
+        parameters = {
             "arch": arch, "size": self.size, "optimizer": optimizer, "strategy": strategy, "seed": seed,
             "steps": self.steps,
             "batch_size": self.batch_size * (self.accumulation if accumulate else 1),
             "micro_batch_size": self.batch_size if accumulate else None,
             "eval_every": self.eval_every, "eval_samples": self.eval_samples, "device": self.device,
         }
+        return parameters if lr is None else dict(parameters, lr=lr)
+
+    def sweep_parameters(self, arch: str, optimizer: str, seed: int, lr: float) -> dict:
+        """A sweep run: standard strategy, `sweep_steps` steps, validated once at the end."""
+        return dict(self.run_parameters(arch, optimizer, "standard", seed, lr), steps=self.sweep_steps,
+                    eval_every=None)
 
 
 PROFILES = {
-    "smoke": Profile("smoke", "tiny", steps=3, batch_size=4, accumulation=2, eval_samples=16,
+    "smoke": Profile("smoke", "tiny", steps=3, batch_size=4, accumulation=2, eval_samples=16, sweep_steps=2,
                      description="every cell for 3 steps: checks the pipeline, measures nothing"),
-    "cpu": Profile("cpu", "tiny", steps=150, batch_size=16, accumulation=4, eval_every=50, eval_samples=256,
-                   description="tiny models on the embedded data, the whole grid on a laptop"),
+    # Sized to the 60-minute budget on two cores: 3 seeds x 2 regimes x 60 cells + a 100-run sweep.
+    "cpu": Profile("cpu", "tiny", steps=120, batch_size=8, accumulation=4, seeds=(0, 1, 2), eval_every=30,
+                   eval_samples=128, sweep_steps=60,
+                   description="tiny models on the embedded data, 3 seeds, tuned and shared, on a laptop"),
     "paper": Profile("paper", "paper", steps=25, batch_size=8, accumulation=4, eval_every=5, eval_samples=64,
-                     device="cuda", description="the published shapes for the paper's 25 steps, on a GPU"),
+                     sweep_steps=10, device="cuda",
+                     description="the published shapes for the paper's 25 steps, on a GPU"),
 }
 
 
@@ -59,20 +85,33 @@ class Cell:
     strategy: str
     seed: int
 
+    lr: float | None = None  # a sweep's learning rate; None in the grid's regimes
+
     @property
     def stem(self) -> str:
+        if self.lr is not None:
+            return f"{self.optimizer}-lr{self.lr:g}-s{self.seed}"
         return f"{self.optimizer}-{self.strategy}-s{self.seed}"
 
 
-def cells(prof: Profile, archs=None, optimizers=None, strategies=None, seeds=None) -> list[Cell]:
-    """The grid, or the subset named (None = all), in a stable order."""
-    def pick(kind, chosen, valid):
-        for value in chosen or ():
-            check_choice(kind, value, valid)
-        return tuple(chosen) if chosen else valid
+def _pick(kind: str, chosen, valid: tuple) -> tuple:
+    for value in chosen or ():
+        check_choice(kind, value, valid)
+    return tuple(chosen) if chosen else valid
 
-    archs = pick("architecture", archs, ARCHITECTURES)
-    optimizers = pick("optimizer", optimizers, OPTIMIZERS)
-    strategies = pick("strategy", strategies, STRATEGIES)
+
+def cells(prof: Profile, archs=None, optimizers=None, strategies=None, seeds=None) -> list[Cell]:
+    """The grid, or the subset named (None = all), seed by seed: the first seed's grid finishes first."""
+    archs = _pick("architecture", archs, ARCHITECTURES)
+    optimizers = _pick("optimizer", optimizers, OPTIMIZERS)
+    strategies = _pick("strategy", strategies, STRATEGIES)
     seeds = tuple(seeds) if seeds else prof.seeds
-    return [Cell(a, o, s, seed) for a in archs for o in optimizers for s in strategies for seed in seeds]
+    return [Cell(a, o, s, seed) for seed in seeds for a in archs for o in optimizers for s in strategies]
+
+
+def sweep_cells(prof: Profile, archs=None, optimizers=None) -> list[Cell]:
+    """The learning-rate sweep: standard strategy, the profile's sweep seeds, every swept rate."""
+    archs = _pick("architecture", archs, ARCHITECTURES)
+    optimizers = _pick("optimizer", optimizers, OPTIMIZERS)
+    return [Cell(a, o, "standard", seed, lr) for seed in prof.sweep_seeds for a in archs for o in optimizers
+            for lr in swept(a, o, prof.sweep_factors)]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, environment, measure, optim, strategies
+from . import ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, environment, learning_rates, measure, optim, strategies
 from .choices import check_choice
 from .data import BatchStream, count_tokens, val_batches
 from .models import architecture, build_model
@@ -33,7 +33,7 @@ class RunConfig:
     steps: int = 30
     batch_size: int = 16
     micro_batch_size: int | None = None  # accumulation only: samples per forward/backward
-    lr: float | None = None  # None: optim.DEFAULT_LR for this architecture and optimizer
+    lr: float | None = None  # None: learning_rates.DEFAULT_LR for this architecture and optimizer
     optimizer_options: dict = field(default_factory=dict)  # e.g. {"line_search": "strong_wolfe"}
     fixed_batch: bool = False  # train on the first batch every step: the overfitting sanity check
     eval_every: int | None = None  # validate every N steps (and always at the end)
@@ -83,7 +83,7 @@ class RunConfig:
 
     @property
     def resolved_lr(self) -> float:
-        return self.lr if self.lr is not None else optim.default_lr(self.arch, self.optimizer)
+        return self.lr if self.lr is not None else learning_rates.default_lr(self.arch, self.optimizer)
 
     @property
     def effective_micro_batch_size(self) -> int:
@@ -281,7 +281,7 @@ def _summarise(result: RunResult, total_time_s: float, sampler: measure.Sampler,
 
 
 def _default_lr(config: dict):
-    return optim.default_lr(config["arch"], config["optimizer"])
+    return learning_rates.default_lr(config["arch"], config["optimizer"])
 
 
 def _per_second(steady: list[dict], key: str, records: list[dict]):
