@@ -14,7 +14,9 @@ from .stats import combine, mean_ci, paired_difference, shifted, verdict
 from .tables import at_equal_budget
 
 LOSS_WINDOW = 10  # training records averaged at the budget: one batch's loss is noisy
-BUDGET_VIEWS = {"equal steps": "step", "equal samples": "samples_seen"}  # the paper's view first
+BUDGET_VIEWS = {"equal steps": "step", "equal samples": "samples_seen", "equal time": "time"}  # the paper's first
+# Runs of one strategy see the same samples per step, so for them equal steps are equal samples.
+SAME_BATCH_VIEWS = {"equal steps (= equal samples)": "step", "equal time": "time"}
 MEMORY_MARGIN = 0.05  # "no more memory" holds if accumulation stays within +5% of standard
 FLOAT_NOISE = 1e-3  # relative loss differences below this are floating-point, not learning
 PAPER_ACCUMULATION_FACTOR = {"nanovlm": 10.0, "llama": 4.0}
@@ -146,25 +148,30 @@ def accumulation_memory(runs_df, by=("regime", "arch"), margin: float = MEMORY_M
 def adam_not_always_best(evals_df, by=("regime", "arch", "strategy")) -> pd.DataFrame:
     """(c) Per cell, is Adam beaten by the best other optimizer on validation loss (last common eval)?"""
     rows, claim = [], "(c) Adam is not always the best optimizer"
-    for group, frame in _groups(at_equal_budget(_analysed(evals_df), "step", by=by, metric="val_loss"), by):
-        means = frame[frame["status"] == "ok"].groupby("optimizer")["val_loss"].mean().dropna()
-        others = means.drop("adam", errors="ignore")
-        rival = others.idxmin() if len(others) else "none"
-        adam, best = _pairs(frame, "val_loss", "optimizer", "adam", rival, _keys(by, "optimizer"))
-        diff = paired_difference(adam, best)  # > 0: Adam worse than the best other optimizer
-        lowest = f"{means.idxmin()} {_num(means.min())}" if len(means) else "n/a"
-        measured = (f"lowest mean val loss: {lowest} nats; adam {_num(adam.mean())} vs {rival} "
-                    f"{_num(best.mean())}; adam - {rival} = {_interval(diff)} nats")
-        rows.append(_row(claim, group, f"adam vs {rival} (best other), strategy {group.get('strategy')}",
-                         "equal steps (= equal samples)", measured, _numbers(diff), "nats",
-                         diff, verdict(diff, "higher"), "Adadelta and SGD beat Adam on ModernBERT and Llama",
-                         _note(frame, diff)))
+    for view, budget in SAME_BATCH_VIEWS.items():
+        for group, frame in _groups(at_equal_budget(_analysed(evals_df), budget, by=by, metric="val_loss"), by):
+            rows.append(_adam_row(claim, group, frame, view, by))
     table = pd.DataFrame(rows, columns=COLUMNS)
-    overall = [_row(claim + " (anywhere)", {"regime": regime}, "any cell above", "equal steps (= equal samples)",
+    overall = [_row(claim + " (anywhere)", {"regime": regime}, "any cell above", view,
                     f"{(part['verdict'] == 'holds').sum()} of {len(part)} cells hold", (math.nan,) * 3, "",
                     {"n": int(part["n"].sum())}, combine(part["verdict"], "any"), "not always superior", "")
-               for regime, part in table.groupby("regime")]
+               for (regime, view), part in table.groupby(["regime", "budget_view"], sort=False)]
     return pd.concat([table, pd.DataFrame(overall, columns=COLUMNS)], ignore_index=True)
+
+
+def _adam_row(claim, group, frame, view, by) -> dict:
+    means = frame[frame["status"] == "ok"].groupby("optimizer")["val_loss"].mean().dropna()
+    others = means.drop("adam", errors="ignore")
+    rival = others.idxmin() if len(others) else "none"
+    adam, best = _pairs(frame, "val_loss", "optimizer", "adam", rival, _keys(by, "optimizer"))
+    diff = paired_difference(adam, best)  # > 0: Adam worse than the best other optimizer
+    lowest = f"{means.idxmin()} {_num(means.min())}" if len(means) else "n/a"
+    at = f"last validation at {frame['budget'].iloc[0]} <= {_num(frame['budget_value'].max(), 'g')}"
+    measured = (f"lowest mean val loss: {lowest} nats ({at}); adam {_num(adam.mean())} vs {rival} "
+                f"{_num(best.mean())}; adam - {rival} = {_interval(diff)} nats")
+    return _row(claim, group, f"adam vs {rival} (best other), strategy {group.get('strategy')}", view, measured,
+                _numbers(diff), "nats", diff, verdict(diff, "higher"),
+                "Adadelta and SGD beat Adam on ModernBERT and Llama", _note(frame, diff))
 
 
 def _curve_difference_note(steps: pd.DataFrame) -> str:
@@ -189,17 +196,20 @@ def checkpointing_effects(runs_df, steps_df, by=("regime", "arch"), window: int 
     """(d) Checkpointing vs standard: training loss at equal steps (same batch) and time per step."""
     rows, keys = [], _keys(by, "strategy")
     steps = _analysed(steps_df, ["standard", "checkpointing"])
-    for group, frame in _groups(at_equal_budget(steps, "step", by=by, window=window), by):
-        standard, checkpointed = _pairs(frame, "loss", "strategy", "standard", "checkpointing", keys)
-        change = _log_ratio(checkpointed, standard)
-        direction = PAPER_CHECKPOINTING_LOSS.get(group.get("arch"), "different")
-        curves = steps.merge(pd.DataFrame([group]), on=list(by))
-        rows.append(_row(f"(d) checkpointing changes the loss ({direction})", group,
-                         f"checkpointing vs standard, {_paired_by(by, 'strategy')}",
-                         "equal steps (= equal samples)", f"train loss change {_pct(change)}",
-                         _as_percent(change), "% change", change,
-                         verdict(change, direction), "improves ViT, severely degrades ModernBERT",
-                         _note(frame, change, _curve_difference_note(curves))))
+    for view, budget in SAME_BATCH_VIEWS.items():
+        for group, frame in _groups(at_equal_budget(steps, budget, by=by, window=window), by):
+            standard, checkpointed = _pairs(frame, "loss", "strategy", "standard", "checkpointing", keys)
+            change = _log_ratio(checkpointed, standard)
+            direction = PAPER_CHECKPOINTING_LOSS.get(group.get("arch"), "different")
+            curves = steps.merge(pd.DataFrame([group]), on=list(by))
+            why = (_curve_difference_note(curves) if budget == "step" else
+                   "at equal time the slower checkpointed run has taken fewer steps")
+            rows.append(_row(f"(d) checkpointing changes the loss ({direction})", group,
+                             f"checkpointing vs standard, {_paired_by(by, 'strategy')}", view,
+                             f"train loss change {_pct(change)} ({budget} <= "
+                             f"{_num(frame['budget_value'].max(), 'g')})", _as_percent(change), "% change", change,
+                             verdict(change, direction), "improves ViT, severely degrades ModernBERT",
+                             _note(frame, change, why)))
     runs = _analysed(runs_df, ["standard", "checkpointing"])
     for group, frame in _groups(runs, by):
         standard, checkpointed = _pairs(frame, "mean_step_time_s", "strategy", "standard", "checkpointing", keys)

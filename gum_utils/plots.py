@@ -18,7 +18,7 @@ from .stats import summarize
 OPTIMIZER_COLORS = dict(zip(OPTIMIZERS, sns.color_palette("colorblind", len(OPTIMIZERS))))
 STRATEGY_COLORS = dict(zip(STRATEGIES, sns.color_palette("Set2", len(STRATEGIES))))
 MEMORY_COLORS = dict(zip(("params", "grads", "optimizer_state", "activations"), sns.color_palette("pastel", 4)))
-X_LABELS = {"step": "optimizer step", "samples_seen": "samples seen"}
+X_LABELS = {"step": "optimizer step", "samples_seen": "samples seen", "time_s": "training time (s)"}
 MIB = 2**20
 
 
@@ -69,8 +69,16 @@ def _smoothed(steps: pd.DataFrame, window: int) -> pd.DataFrame:
     return steps.sort_values(["run", "step"]).assign(loss=rolled.reset_index(level=0, drop=True))
 
 
+def _binned(frame: pd.DataFrame, x: str, width: float | None) -> pd.DataFrame:
+    """Seeds never share a time stamp: put time on a common grid so their mean and band exist."""
+    if width is None or frame.empty:
+        return frame
+    on_grid = frame.assign(**{x: (frame[x] / width).round() * width})
+    return on_grid.drop_duplicates(["run", x], keep="last")  # one point per run and bin, or n would be inflated
+
+
 def loss_curves(steps_df, evals_df=None, arch: str = "vit", x: str = "step", regime: str = "shared",
-                smooth: int = 10):
+                smooth: int = 10, time_bins: int = 60):
     """Training loss per strategy panel, one mean line (95 % CI band) per optimizer; validation as dots.
 
     The y range follows the runs' own (smoothed) curves, so a wide band from few seeds is clipped
@@ -78,6 +86,8 @@ def loss_curves(steps_df, evals_df=None, arch: str = "vit", x: str = "step", reg
     """
     check_choice("x axis", x, tuple(X_LABELS))
     steps = _smoothed(_select(steps_df, arch=arch, regime=regime), smooth)
+    width = float(steps[x].max()) / time_bins if x == "time_s" and len(steps) and steps[x].max() > 0 else None
+    steps = _binned(steps, x, width)
     strategies = _present(STRATEGIES, steps["strategy"].unique())
     fig, axes = plt.subplots(1, len(strategies), figsize=(4.2 * len(strategies), 3.6), sharey=True, squeeze=False)
     for ax, strategy in zip(axes[0], strategies):
@@ -87,7 +97,8 @@ def loss_curves(steps_df, evals_df=None, arch: str = "vit", x: str = "step", reg
             _band(ax, summarize(_ok(panel[panel["optimizer"] == optimizer]).dropna(subset=["loss"]), [x], "loss"),
                   x, color, optimizer)
             if evals_df is not None:
-                vals = _ok(_select(evals_df, arch=arch, regime=regime, strategy=strategy, optimizer=optimizer))
+                vals = _binned(_ok(_select(evals_df, arch=arch, regime=regime, strategy=strategy,
+                                           optimizer=optimizer)), x, width)
                 dots = summarize(vals, [x], "val_loss")
                 ax.scatter(dots[x], dots["mean"], color=color, edgecolor="black", s=28, zorder=3)
         _mark_failures(ax, panel)

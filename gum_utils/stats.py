@@ -82,3 +82,22 @@ def combine(verdicts, how: str = "all") -> str:
     if decisive in verdicts:
         return decisive
     return other if verdicts and all(v == other for v in verdicts) else NOT_DISTINGUISHABLE
+
+
+def describe(frame: pd.DataFrame, by, values, confidence: float = 0.95) -> pd.DataFrame:
+    """Per group of `by`: each value's mean and t-interval (columns v, v_low, v_high) and its n."""
+    parts = []
+    for value in values:
+        part = summarize(frame.dropna(subset=[value]), by, value, confidence).set_index(list(by))
+        parts.append(part[["mean", "low", "high", "n"]].rename(columns={
+            "mean": value, "low": f"{value}_low", "high": f"{value}_high", "n": f"{value}_n"}))
+    return pd.concat(parts, axis=1).reset_index() if parts else frame[list(by)].drop_duplicates()
+
+
+def interval_text(mean, low, high, fmt: str = ".3g") -> str:
+    """"m [low, high]"; "m" alone where there is no interval (one seed), "–" where there is no mean."""
+    if mean is None or not np.isfinite(mean):
+        return "–"
+    if low is None or not (np.isfinite(low) and np.isfinite(high)):
+        return format(mean, fmt)
+    return f"{mean:{fmt}} [{low:{fmt}}, {high:{fmt}}]"

@@ -20,6 +20,12 @@ RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "steps", "error"] + SUMMARY_COLUMNS
                + [f"mem_{part}" for part in MEMORY_PARTS]
                + ["mem_total", "mean_cpu_percent", "mean_gpu_util_percent", "utilization_percent", "device",
                   "energy_j", "samples_seen_total", "path"])
+CELL = ["regime", "arch", "optimizer", "strategy"]  # a cell of the grid: its runs differ only by seed
+# Per-cell numbers the book tabulates: name -> (runs column, scale to the unit shown).
+CELL_METRICS = {"val_loss": ("val_loss", 1.0), "final_loss": ("final_loss", 1.0),
+                "val_accuracy": ("val_accuracy", 1.0), "step_ms": ("mean_step_time_s", 1e3),
+                "peak_mib": ("peak_memory_bytes", 2.0**-20), "state_mib": ("mem_total", 2.0**-20),
+                "utilization": ("utilization_percent", 1.0)}
 BUDGETS = {"samples_seen": "samples_seen", "step": "step", "time": "time_s"}  # budget name -> steps column
 # `<optimizer>-<strategy>-s<seed>` in a grid, `<optimizer>-lr<value>-s<seed>` in a sweep (the value may hold "-").
 STEM = re.compile(r"^(?P<optimizer>[a-z]+)-(?:lr(?P<lr>.+)|(?P<strategy>[a-z]+))-s(?P<seed>\d+)$")
@@ -106,8 +112,17 @@ def steps_table(root) -> pd.DataFrame:
     return _steps(_load(root))
 
 
+def _evals(loaded, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Evaluations, each with the training time spent up to it (so they align on the time budget too)."""
+    evals = _rows(loaded, "evals")
+    steps = _steps(loaded) if steps is None else steps
+    if evals.empty or steps.empty:
+        return evals.assign(time_s=pd.Series(dtype=float))
+    return evals.merge(steps[["run", "step", "time_s"]], on=["run", "step"], how="left")
+
+
 def evals_table(root) -> pd.DataFrame:
-    return _rows(_load(root), "evals")
+    return _evals(_load(root))
 
 
 def utilization_table(root) -> pd.DataFrame:
@@ -138,11 +153,36 @@ def at_equal_budget(steps_df: pd.DataFrame, budget: str = "samples_seen", value=
     return runs.merge(measured, left_on="run", right_index=True, how="left").assign(budget=budget)
 
 
+def cell_summary(runs_df: pd.DataFrame, keys=CELL, metrics=tuple(CELL_METRICS)) -> pd.DataFrame:
+    """Per cell: how many runs and how many ok, and each metric's mean and 95 % interval over its ok runs."""
+    from .stats import describe
+
+    ok = runs_df[runs_df["status"] == "ok"]
+    scaled = ok.assign(**{name: ok[CELL_METRICS[name][0]] * CELL_METRICS[name][1] for name in metrics})
+    counts = runs_df.groupby(list(keys)).agg(runs=("run", "size"), ok=("status", lambda s: int((s == "ok").sum())))
+    numbers = describe(scaled, list(keys), metrics) if len(scaled) else None
+    summary = counts.reset_index()
+    return summary.merge(numbers, on=list(keys), how="left") if numbers is not None else summary
+
+
+def with_intervals(summary: pd.DataFrame, metrics, fmt: str = ".3g") -> pd.DataFrame:
+    """The summary with each metric as one text column "mean [low, high]" (its _low/_high/_n dropped)."""
+    from .stats import interval_text
+
+    shown = summary.copy()
+    for name in metrics:
+        shown[name] = [interval_text(m, lo, hi, fmt) for m, lo, hi in
+                       zip(summary[name], summary[f"{name}_low"], summary[f"{name}_high"])]
+    extra = [f"{name}_{part}" for name in metrics for part in ("low", "high", "n")]
+    return shown.drop(columns=[c for c in extra if c in shown])
+
+
 def write_csv(root, out_dir) -> dict[str, Path]:
     """runs.csv, steps.csv and evals.csv for readers who want the numbers without this package."""
     loaded, out_dir = _load(root), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tables = {"runs": _runs(loaded), "steps": _steps(loaded), "evals": _rows(loaded, "evals")}
+    steps = _steps(loaded)
+    tables = {"runs": _runs(loaded), "steps": steps, "evals": _evals(loaded, steps)}
     written = {}
     for name, table in tables.items():
         written[name] = out_dir / f"{name}.csv"

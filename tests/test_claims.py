@@ -58,6 +58,13 @@ def test_checkpointing_slowdown_and_identical_loss(halved):
     assert loss["verdict"] == NOT_DISTINGUISHABLE and "bit-identical" in loss["note"]
 
 
+def test_at_equal_time_the_slower_checkpointed_run_has_taken_fewer_steps(halved):
+    table = claims.checkpointing_effects(halved[0], halved[1], window=1)
+    timed = _rows(table, "(d) checkpointing changes the loss", arch="vit", budget_view="equal time").iloc[0]
+    # standard ends at 0.4 s after 4 steps; checkpointing (0.15 s a step) is at step 2: loss 1.2x
+    assert timed["estimate"] == pytest.approx(20.0) and timed["verdict"] == DOES_NOT_HOLD
+
+
 def test_identical_losses_are_not_distinguishable(tmp_path):
     runs, steps, evals = _tables(write_grid(tmp_path, lambda seed, **_: {"level": _seed_noise(seed)}))
     table = claims.accumulation_lowers_loss(steps)

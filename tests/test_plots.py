@@ -34,7 +34,7 @@ def _texts(fig) -> str:
     return "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
 
 
-@pytest.mark.parametrize("x", ["step", "samples_seen"])
+@pytest.mark.parametrize("x", ["step", "samples_seen", "time_s"])
 def test_loss_curves(grid, x):
     fig = plots.loss_curves(grid["steps"], grid["evals"], "vit", x=x)
     assert len(fig.axes) == 3

@@ -105,6 +105,13 @@ def test_at_equal_samples_meets_accumulation_where_standard_ends(root):
     assert pd.isna(aligned.set_index("status").loc["diverged", "loss"])  # kept, with no number
 
 
+def test_evals_carry_the_training_time_spent_before_them(root):
+    evals = tables.evals_table(root).query("regime == 'shared' and optimizer == 'adam'").set_index("strategy")
+    assert evals.loc["standard", "time_s"] == pytest.approx(0.4)  # after 4 steps of 0.1 s
+    at_time = tables.at_equal_budget(tables.evals_table(root).query("regime == 'shared'"), "time", metric="val_loss")
+    assert at_time.set_index("strategy").loc["accumulation", "val_loss"] == pytest.approx(0.4)
+
+
 def test_at_equal_steps_window_and_explicit_value(root):
     steps = tables.steps_table(root).query("regime == 'shared' and optimizer == 'adam'")
     by_step = tables.at_equal_budget(steps, "step", window=2).set_index("strategy")
@@ -130,3 +137,16 @@ def test_empty_root_gives_empty_tables(tmp_path):
 def test_analysis_imports_no_torch(module):
     check = f"import sys, gum_utils.{module}; sys.exit(any(m in sys.modules for m in ('torch', 'transformers')))"
     assert subprocess.run([sys.executable, "-c", check]).returncode == 0
+
+
+def test_cell_summary_gives_mean_and_interval_over_the_seeds(tmp_path):
+    for seed, loss in enumerate((1.0, 2.0, 3.0)):
+        write_run(tmp_path, seed=seed, val_loss=loss, losses=(3.0, loss), step_time_s=0.01 * (seed + 1))
+    write_run(tmp_path, seed=3, status="diverged", losses=(3.0, None))
+    summary = tables.cell_summary(tables.runs_table(tmp_path)).iloc[0]
+    assert (summary["runs"], summary["ok"]) == (4, 3)
+    half = 4.302653 * 1.0 / 3**0.5  # t(0.975, 2) * sd / sqrt(n)
+    assert summary["val_loss"] == 2.0 and summary["val_loss_high"] == pytest.approx(2.0 + half, rel=1e-5)
+    assert summary["step_ms"] == pytest.approx(20.0)
+    shown = tables.with_intervals(tables.cell_summary(tables.runs_table(tmp_path)), ["val_loss"]).iloc[0]
+    assert shown["val_loss"] == f"2 [{2 - half:.3g}, {2 + half:.3g}]" and "val_loss_low" not in shown
