@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HTML := book/_build/html/index.html
 
-.PHONY: reproduce test grid analysis book check-book browser bench gpu-check paper-smoke clean
+.PHONY: reproduce test grid analysis book check-book browser bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,12 +43,6 @@ test: $(STAMP) browser
 
 bench: $(STAMP)
 	$(PY) benchmarks/step_overhead.py
-
-gpu-check:
-	PYTHONPATH=. $(PYTHON) -m gum_utils.gpu_check
-
-paper-smoke: $(STAMP)
-	$(PY) -m gum_utils.gpu_check --paper-smoke --device cpu
 
 clean:
 	rm -rf book/_build book/runs book/report results

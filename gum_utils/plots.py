@@ -118,9 +118,15 @@ def _cell_table(runs: pd.DataFrame, value: str) -> tuple[pd.DataFrame, pd.DataFr
     """optimizer x strategy: mean of `value` over ok runs, and a text per cell (with failures named)."""
     optimizers = _present(OPTIMIZERS, runs["optimizer"].unique())
     strategies = _present(STRATEGIES, runs["strategy"].unique())
-    means = _ok(runs).pivot_table(index="optimizer", columns="strategy", values=value, aggfunc="mean")
-    means = means.reindex(index=optimizers, columns=strategies)
-    text = means.map(lambda v: "" if pd.isna(v) else f"{v:.3g}")
+    spread = summarize(_ok(runs).dropna(subset=[value]), ["optimizer", "strategy"], value)
+    means = spread.pivot(index="optimizer", columns="strategy", values="mean").reindex(index=optimizers,
+                                                                                      columns=strategies)
+    half = (spread.assign(half=spread["high"] - spread["mean"])
+            .pivot(index="optimizer", columns="strategy", values="half").reindex(index=optimizers, columns=strategies))
+    # the 95 % half-width under the mean, where seeds give one
+    text = pd.DataFrame([[("" if pd.isna(m) else f"{m:.3g}") + ("" if pd.isna(h) else f"\n±{h:.2g}")
+                          for m, h in zip(means.loc[o], half.loc[o])] for o in optimizers],
+                        index=optimizers, columns=strategies)
     for (optimizer, strategy), cell in runs.groupby(["optimizer", "strategy"]):
         bad = cell[cell["status"] != "ok"]["status"]
         if len(bad):

@@ -62,7 +62,7 @@ def test_heatmap_marks_the_failed_cell(grid):
     fig = plots.loss_heatmap(grid["runs"], "vit")
     heat_axes = [ax for ax in fig.axes if ax.get_title()]
     assert len(heat_axes) == 2
-    assert "2/2 diverged" in _texts(fig)
+    assert "2/2 diverged" in _texts(fig) and "±" in _texts(fig)  # the half-width under each mean
     assert any(p.get_hatch() == "xx" for p in heat_axes[0].patches)
 
 
