@@ -138,7 +138,7 @@ def _cell_table(runs: pd.DataFrame, value: str) -> tuple[pd.DataFrame, pd.DataFr
 def loss_heatmap(runs_df, arch: str = "vit", regime: str = "shared"):
     """Final training loss and validation loss, optimizer x strategy, mean over seeds; failed cells hatched."""
     runs = _select(runs_df, arch=arch, regime=regime)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.8))  # two-line cells need the height
     for ax, (value, label) in zip(axes, (("final_loss", "final training loss"), ("val_loss", "validation loss"))):
         means, text = _cell_table(runs, value)
         sns.heatmap(means, annot=text.values, fmt="", cmap="viridis_r", ax=ax, cbar_kws={"label": f"{label} (nats)"},
@@ -148,6 +148,7 @@ def loss_heatmap(runs_df, arch: str = "vit", regime: str = "shared"):
             ax.text(j + 0.5, i + 0.5, text.iat[i, j] or "no run", ha="center", va="center", fontsize=8, color="tab:red")
         ax.set(title=label, xlabel="memory strategy", ylabel="optimizer")
         ax.tick_params(axis="x", labelrotation=0)
+        ax.tick_params(axis="y", labelrotation=0)  # optimizer names side by side would overlap
     fig.suptitle(f"{arch}: loss at the end of training (mean over seeds)")
     fig.tight_layout()
     return fig
