@@ -1,30 +1,49 @@
 """What a run costs: a background sampler of utilization, and an exact memory breakdown.
 
-The sampler reads NVML (GPU utilization, memory, power, energy) where a GPU is present and
-the process's CPU utilization and RSS (psutil) always. The breakdown counts bytes exactly:
-parameters, gradients, optimizer state, and activations as the bytes of tensors saved for
-backward in one micro-batch, which is what gradient checkpointing saves.
+The sampler reads NVML (GPU utilization, memory, power, energy; see `gum_utils.nvml`) where
+a GPU is present, and the process's CPU utilization and resident memory always, from the
+standard library, so a GPU machine's stock image needs no extra package. The breakdown
+counts bytes exactly: parameters, gradients, optimizer state, and activations as the bytes
+of tensors saved for backward in one micro-batch, which is what gradient checkpointing saves.
 """
 
+import os
+import resource
 import threading
 import time
 from contextlib import contextmanager
 
-import psutil
 import torch
 
+from . import nvml
 
-def _nvml_handle(device: torch.device):
-    """An NVML handle for the run's GPU, or None where there is no GPU or no NVML."""
-    if device.type != "cuda":
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _nvml_device(device: torch.device):
+    """The NVML device of the run's GPU, or None where there is no GPU or no NVML."""
+    if device.type != "cuda" or not torch.cuda.is_available():
         return None
+    index = device.index or 0
+    props = torch.cuda.get_device_properties(index)
+    parts = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    bus_id = f"{parts[0]:08x}:{parts[1]:02x}:{parts[2]:02x}.0" if None not in parts else None
+    return nvml.open_device(index, bus_id)
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process, all threads, user and system."""
+    times = os.times()
+    return times.user + times.system
+
+
+def _rss_bytes() -> int:
+    """Resident memory now (Linux), or the peak so far where /proc is absent."""
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
-    except Exception:  # NVMLError_LibraryNotFound and friends: measure the CPU only
-        return None
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * _PAGE_BYTES
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 class Sampler:
@@ -33,15 +52,14 @@ class Sampler:
     def __init__(self, device: torch.device, interval_s: float = 0.1):
         self.interval_s = interval_s
         self.samples: list[dict] = []
-        self._process = psutil.Process()
-        self._gpu = _nvml_handle(device)
+        self._gpu = _nvml_device(device)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gum-sampler", daemon=True)
         self._energy_start_mj = None
 
     def __enter__(self):
-        self._t0 = time.perf_counter()
-        self._process.cpu_percent(None)  # the first reading only starts psutil's interval
+        self._t0 = self._last_wall = time.perf_counter()
+        self._last_cpu = _cpu_seconds()
         self._energy_start_mj = self._energy_mj()
         self._thread.start()
         return self
@@ -57,32 +75,27 @@ class Sampler:
             self._sample()
 
     def _energy_mj(self):
-        if self._gpu is None:
-            return None
-        import pynvml
+        return self._gpu.energy_mj() if self._gpu is not None else None
 
-        try:
-            return pynvml.nvmlDeviceGetTotalEnergyConsumption(self._gpu)
-        except pynvml.NVMLError:  # older GPUs have no energy counter
-            return None
+    def _cpu_percent(self, now: float) -> float:
+        """CPU time over wall time since the last sample: 200 % is two cores busy."""
+        cpu = _cpu_seconds()
+        wall = now - self._last_wall
+        percent = 100 * (cpu - self._last_cpu) / wall if wall > 0 else 0.0
+        self._last_cpu, self._last_wall = cpu, now
+        return percent
 
     def _sample(self):
-        sample = {
-            "t_s": time.perf_counter() - self._t0,
-            "cpu_percent": self._process.cpu_percent(None),
-            "rss_bytes": self._process.memory_info().rss,
-            "gpu_util_percent": None, "gpu_memory_bytes": None, "gpu_power_w": None,
-        }
-        if self._gpu is not None:
-            import pynvml
-
-            try:
-                sample["gpu_util_percent"] = pynvml.nvmlDeviceGetUtilizationRates(self._gpu).gpu
-                sample["gpu_memory_bytes"] = pynvml.nvmlDeviceGetMemoryInfo(self._gpu).used
-                sample["gpu_power_w"] = pynvml.nvmlDeviceGetPowerUsage(self._gpu) / 1000
-            except pynvml.NVMLError:
-                pass
-        self.samples.append(sample)
+        now = time.perf_counter()
+        gpu = self._gpu
+        self.samples.append({
+            "t_s": now - self._t0,
+            "cpu_percent": self._cpu_percent(now),
+            "rss_bytes": _rss_bytes(),
+            "gpu_util_percent": gpu.utilization_percent() if gpu else None,
+            "gpu_memory_bytes": gpu.memory_used_bytes() if gpu else None,
+            "gpu_power_w": gpu.power_w() if gpu else None,
+        })
 
     def summary(self) -> dict:
         """Means and peaks of the samples, and the energy the GPU used meanwhile (joules)."""
@@ -99,11 +112,37 @@ class Sampler:
             "mean_cpu_percent": mean("cpu_percent"),
             "mean_gpu_util_percent": mean("gpu_util_percent"),
             "mean_gpu_power_w": mean("gpu_power_w"),
+            "peak_gpu_memory_bytes": max((s["gpu_memory_bytes"] or 0 for s in self.samples), default=None)
+            if self._gpu is not None else None,
             "peak_rss_bytes": max((s["rss_bytes"] for s in self.samples), default=None),
             "energy_j": energy_j,
             "interval_s": self.interval_s,
             "timeline": self.samples,
         }
+
+
+class StepTimer:
+    """Times steps without making the host wait: CUDA events on a GPU, the wall clock on a CPU.
+
+    A mark is taken as the step is queued; `seconds` is read later, once the step is done,
+    so timing adds no synchronisation of its own.
+    """
+
+    def __init__(self, device: torch.device):
+        self._cuda = device.type == "cuda"
+
+    def mark(self):
+        if not self._cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self, start, end) -> float:
+        if not self._cuda:
+            return end - start
+        end.synchronize()
+        return start.elapsed_time(end) / 1000
 
 
 def _storage_key(tensor: torch.Tensor):

@@ -6,6 +6,7 @@ samples) divided by the total count of real items in the window, so that 4 micro
 of 4 give exactly the gradient of one batch of 16, padding included.
 """
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -68,11 +69,16 @@ def summed_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
                            ignore_index=-100, reduction="sum")
 
 
-def forward_backward(model: torch.nn.Module, micros: list[dict], window_items: int) -> torch.Tensor:
-    """Accumulate into .grad the gradient of the window's mean loss; return that loss (detached)."""
+def forward_backward(model: torch.nn.Module, micros: list[dict], window_items: int,
+                     precision=nullcontext) -> torch.Tensor:
+    """Accumulate into .grad the gradient of the window's mean loss; return that loss (detached).
+
+    `precision` is a context for the forward pass only (e.g. bfloat16 autocast), as autocast asks.
+    """
     window_loss = torch.zeros((), device=micros[0]["labels"].device)
     for micro in micros:
-        loss = summed_loss(model, micro) / window_items
+        with precision():
+            loss = summed_loss(model, micro) / window_items
         loss.backward()
         window_loss += loss.detach()
     return window_loss

@@ -6,6 +6,7 @@ non-finite loss ends the run as `diverged`, running out of memory as `oom`, anyt
 that breaks mid-run as `error`; a bad configuration raises ValueError before anything runs.
 """
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -14,13 +15,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, environment, learning_rates, measure, optim, strategies
+from . import ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, environment, flops, learning_rates, measure, optim, strategies
 from .choices import check_choice
 from .data import BatchStream, count_tokens, val_batches
 from .models import architecture, build_model
 from .results import RunResult
 
 DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("float32", "bfloat16")  # bfloat16: autocast of the forward pass; weights stay float32
 
 
 @dataclass
@@ -39,6 +41,7 @@ class RunConfig:
     eval_every: int | None = None  # validate every N steps (and always at the end)
     eval_samples: int = 256
     device: str = "auto"
+    dtype: str = "float32"
     sample_interval_s: float = 0.1
 
     def __post_init__(self):
@@ -50,6 +53,7 @@ class RunConfig:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("strategy", self.strategy, STRATEGIES)
         check_choice("device", self.device, DEVICES)
+        check_choice("dtype", self.dtype, DTYPES)
         _require(isinstance(self.seed, int) and self.seed >= 0, f"seed must be an integer >= 0, got {self.seed!r}")
         _require(isinstance(self.steps, int) and self.steps >= 1, f"steps must be an integer >= 1, got {self.steps!r}")
         _require(isinstance(self.batch_size, int) and self.batch_size >= 1,
@@ -115,7 +119,15 @@ def resolve_device(name: str) -> torch.device:
 
 
 def _to_device(batch: dict, device: torch.device) -> dict:
-    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+    """Copy a batch to the device; on a GPU from pinned memory, so the copy overlaps the running step."""
+    if device.type == "cuda":
+        return {key: value.pin_memory().to(device, non_blocking=True) for key, value in batch.items()}
+    return {key: value.to(device) for key, value in batch.items()}
+
+
+def precision_context(device: torch.device, dtype: str):
+    """A factory of the forward pass's precision context: bfloat16 autocast, or float32 as is."""
+    return lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
 
 
 def _is_oom(error: BaseException) -> bool:
@@ -126,14 +138,16 @@ def _is_oom(error: BaseException) -> bool:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, batches: list[dict]) -> dict:
+def evaluate(model: torch.nn.Module, batches: list[dict], precision=contextlib.nullcontext) -> dict:
     """Validation loss over all items of `batches`, token/sample accuracy, and perplexity."""
     was_training = model.training
     model.eval()
     total_loss, total_items, correct = 0.0, 0, 0
     for batch in batches:
         inputs = {key: value for key, value in batch.items() if key != "labels"}
-        logits = model(**inputs).logits
+        with precision():
+            logits = model(**inputs).logits
+        logits = logits.float()
         labels = batch["labels"]
         valid = labels != -100
         total_loss += torch.nn.functional.cross_entropy(
@@ -161,15 +175,18 @@ class Run:
         torch.manual_seed(config.seed)
         spec = architecture(config.arch)
         self.shape = spec.shape(config.size)
+        self.precision = precision_context(self.device, config.dtype)
+        self.timer = measure.StepTimer(self.device)
         self.model = build_model(config.arch, config.size).to(self.device)
         self.model.train()
-        strategies.prepare_model(self.model, config.strategy)
-        self.optimizer = optim.build_optimizer(config.optimizer, self.model.parameters(), config.resolved_lr,
-                                               **config.optimizer_options)
         self.stream = BatchStream(config.arch, "train", self.shape, config.batch_size, config.seed)
         self.val = [_to_device(b, self.device) for b in
                     val_batches(config.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples)]
         micros, counts = self.next_step_batches()
+        self.flops_per_step = self.step_flops(micros, counts[0])  # before checkpointing: model FLOPs
+        strategies.prepare_model(self.model, config.strategy)
+        self.optimizer = optim.build_optimizer(config.optimizer, self.model.parameters(), config.resolved_lr,
+                                               **config.optimizer_options)
         self.activations = self.activation_bytes(micros, counts[0])
 
     def next_step_batches(self):
@@ -184,49 +201,79 @@ class Run:
             self._batches = [_to_device(m, self.device) for m in micros], counts
         return self._batches
 
+    def forward_backward(self, micros, items):
+        return strategies.forward_backward(self.model, micros, items, self.precision)
+
     def step(self, micros, items):
-        model, optimizer = self.model, self.optimizer
-
         def closure():
-            optimizer.zero_grad(set_to_none=True)
-            return strategies.forward_backward(model, micros, items)
+            self.optimizer.zero_grad(set_to_none=True)
+            return self.forward_backward(micros, items)
 
-        return optimizer.step(closure)
+        return self.optimizer.step(closure)
+
+    def step_flops(self, micros, items) -> int:
+        """Model FLOPs of one step, counted on its first micro-batch (all have its shape)."""
+        counted = flops.count_flops(lambda: self.forward_backward(micros[:1], items))
+        self.model.zero_grad(set_to_none=True)
+        return counted * len(micros)
 
     def activation_bytes(self, micros, items) -> int:
         """Bytes saved for backward by one micro-batch, metered in an untimed pass before training."""
         meter = measure.SavedTensorMeter(self.model)
         with meter.recording():
-            strategies.summed_loss(self.model, micros[0]).div(items).backward()
+            self.forward_backward(micros[:1], items)
         self.optimizer.zero_grad(set_to_none=True)
         return meter.bytes
 
-    def evaluate_into_result(self, step: int, samples_seen: int):
-        self.result.evals.append({"step": step, "samples_seen": samples_seen, **evaluate(self.model, self.val)})
+    def evaluate_into_result(self, step: int):
+        samples_seen = self.result.records[-1]["samples_seen"] if self.result.records else 0
+        self.result.evals.append({"step": step, "samples_seen": samples_seen,
+                                  **evaluate(self.model, self.val, self.precision)})
+
+    def record(self, step: int, loss: torch.Tensor, start, end, counts) -> bool:
+        """Append a finished step's record; False (and status diverged) if its loss is not finite."""
+        records = self.result.records
+        last = records[-1] if records else {"samples_seen": 0, "tokens_seen": 0, "items_seen": 0}
+        loss = loss.item()
+        records.append({"step": step, "loss": loss, "samples_seen": last["samples_seen"] + counts[1],
+                        "tokens_seen": last["tokens_seen"] + counts[2], "items_seen": last["items_seen"] + counts[0],
+                        "step_time_s": self.timer.seconds(start, end)})
+        if math.isfinite(loss):
+            return True
+        self.result.status = "diverged"
+        self.result.error = f"non-finite loss {loss} at step {step}"
+        return False
 
     def loop(self):
-        config, records = self.config, self.result.records
-        samples_seen = tokens_seen = items_seen = 0
+        """Train; the host reads a step's loss only after launching the next, so a GPU never waits.
+
+        The next batch is prepared (and copied) while the device runs the current step; a
+        validation reads the pending step first, so records and evaluations stay in order.
+        """
+        config = self.config
         micros, counts = self._batches
+        pending = None
         for step in range(1, config.steps + 1):
-            start = time.perf_counter()
-            loss = self.step(micros, counts[0]).item()
-            step_time = time.perf_counter() - start
-            samples_seen, tokens_seen, items_seen = (
-                samples_seen + counts[1], tokens_seen + counts[2], items_seen + counts[0])
-            records.append({"step": step, "loss": loss, "samples_seen": samples_seen, "tokens_seen": tokens_seen,
-                            "items_seen": items_seen, "step_time_s": step_time})
+            start = self.timer.mark()
+            loss = self.step(micros, counts[0])
+            end = self.timer.mark()
             if step == 1:
                 self.result.memory = measure.memory_breakdown(self.model, self.optimizer, self.activations)
-            if not math.isfinite(loss):
-                self.result.status = "diverged"
-                self.result.error = f"non-finite loss {loss} at step {step}"
+            upcoming = self.next_step_batches() if step < config.steps else None
+            if pending is not None and not self.record(*pending):
                 return
-            if step < config.steps:
-                micros, counts = self.next_step_batches()
-                if config.eval_every and step % config.eval_every == 0:
-                    self.evaluate_into_result(step, samples_seen)
-        self.evaluate_into_result(config.steps, samples_seen)
+            pending = (step, loss.detach(), start, end, counts)
+            if upcoming is None:
+                break
+            micros, counts = upcoming
+            if config.eval_every and step % config.eval_every == 0:
+                if not self.record(*pending):
+                    return
+                pending = None
+                self.evaluate_into_result(step)
+        if pending is not None and not self.record(*pending):
+            return
+        self.evaluate_into_result(config.steps)
 
 
 def train(config: RunConfig) -> RunResult:
@@ -250,6 +297,7 @@ def train_model(config: RunConfig):
         run.result.error = "".join(traceback.format_exception_only(type(error), error)).strip()
         run.result.environment["traceback"] = traceback.format_exc()
     _summarise(run.result, time.perf_counter() - started, sampler, run.device)
+    _add_flops(run.result, getattr(run, "flops_per_step", None), config.dtype)
     return run.result, run.model
 
 
@@ -278,6 +326,22 @@ def _summarise(result: RunResult, total_time_s: float, sampler: measure.Sampler,
         "model_state_bytes": sum(result.memory.values()) if result.memory else None,
         **peaks,
     }
+
+
+def _add_flops(result: RunResult, flops_per_step: int | None, dtype: str) -> None:
+    """Counted model FLOPs per step, the FLOP/s achieved, and MFU where the device's peak is known."""
+    step_time = result.summary.get("mean_step_time_s")
+    precision = flops.matmul_precision(dtype)
+    peak = flops.peak_tflops(result.environment.get("device_name"), precision) \
+        if result.environment.get("device", "").startswith("cuda") else None
+    result.summary.update({
+        "flops_per_step": flops_per_step,
+        "model_tflops_per_s": flops_per_step / step_time / 1e12 if flops_per_step and step_time else None,
+        "peak_tflops": peak,
+        "mfu": flops.mfu(flops_per_step, step_time, peak),
+        "matmul_precision": precision,
+        "flop_method": flops.METHOD,
+    })
 
 
 def _default_lr(config: dict):

@@ -3,7 +3,7 @@ import time
 import pytest
 import torch
 
-from gum_utils import measure
+from gum_utils import measure, nvml
 from gum_utils.optim import build_optimizer
 
 from helpers import model_and_batch
@@ -22,17 +22,50 @@ def test_sampler_without_gpu_records_cpu_and_leaves_gpu_fields_empty():
     assert all(s["gpu_util_percent"] is None for s in summary["timeline"])
 
 
-def test_sampler_survives_a_missing_nvml_library(monkeypatch):
-    pynvml = pytest.importorskip("pynvml")
-
-    def no_library():
-        raise pynvml.NVMLError_LibraryNotFound()
-
-    monkeypatch.setattr(pynvml, "nvmlInit", no_library)
+def test_sampler_on_a_machine_without_a_gpu_or_nvml_measures_the_cpu(monkeypatch):
+    monkeypatch.setattr(nvml, "_LIBRARY", "libgum-no-such-nvml.so.1")
+    monkeypatch.setattr(nvml, "_library", None)
+    assert nvml.open_device(0) is None
     sampler = measure.Sampler(torch.device("cuda", 0), interval_s=0.01)
     with sampler:
         time.sleep(0.05)
     assert sampler.summary()["device"] == "cpu" and sampler.summary()["energy_j"] is None
+
+
+class FakeNvml:
+    """Stands in for libnvidia-ml: fills the out-parameters the way the C library does."""
+
+    def nvmlDeviceGetUtilizationRates(self, handle, out):
+        out._obj.gpu, out._obj.memory = 93, 40
+        return 0
+
+    def nvmlDeviceGetMemoryInfo(self, handle, out):
+        out._obj.total, out._obj.used = 80 << 30, 12 << 30
+        return 0
+
+    def nvmlDeviceGetPowerUsage(self, handle, out):
+        out._obj.value = 312_500  # milliwatts
+        return 0
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle, out):
+        out._obj.value = 5_000_000  # millijoules
+        return 0
+
+
+def test_nvml_readings_are_converted_to_percent_bytes_watts_and_millijoules():
+    device = nvml.Device(FakeNvml(), handle=None)
+    assert device.utilization_percent() == 93
+    assert device.memory_used_bytes() == 12 << 30
+    assert device.power_w() == pytest.approx(312.5)
+    assert device.energy_mj() == 5_000_000
+
+
+def test_nvml_reading_a_gpu_does_not_report_is_none():
+    class OldGpu(FakeNvml):
+        def nvmlDeviceGetTotalEnergyConsumption(self, handle, out):
+            return 3  # NVML_ERROR_NOT_SUPPORTED
+
+    assert nvml.Device(OldGpu(), handle=None).energy_mj() is None
 
 
 def test_tensor_bytes_counts_shared_storage_once():
