@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HTML := book/_build/html/index.html
 
-.PHONY: reproduce test grid analysis book check-book browser bench clean
+.PHONY: reproduce test grid analysis book check-book browser bench gpu-check paper-smoke clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ test: $(STAMP) browser
 
 bench: $(STAMP)
 	$(PY) benchmarks/step_overhead.py
+
+# On a GPU machine's own Python (torch, transformers, numpy suffice): no virtual env, no CPU torch.
+gpu-check:
+	PYTHONPATH=. $(PYTHON) -m gum_utils.gpu_check --out gpu-check.json
+
+# One SGD step of each architecture at paper size, batch 1, on the CPU (what fits in memory).
+paper-smoke: $(STAMP)
+	$(PY) -m gum_utils.gpu_check --device cpu --optimizers sgd --strategies standard --steps 1 --batch-size 1
 
 clean:
 	rm -rf book/_build book/runs book/report results

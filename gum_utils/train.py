@@ -177,7 +177,8 @@ class Run:
         self.shape = spec.shape(config.size)
         self.precision = precision_context(self.device, config.dtype)
         self.timer = measure.StepTimer(self.device)
-        self.model = build_model(config.arch, config.size).to(self.device)
+        with self.device:  # initialised where it trains: a 1B model builds in seconds on a GPU
+            self.model = build_model(config.arch, config.size)
         self.model.train()
         self.stream = BatchStream(config.arch, "train", self.shape, config.batch_size, config.seed)
         self.val = [_to_device(b, self.device) for b in
