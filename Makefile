@@ -2,6 +2,9 @@
 # Each sets up the virtual environment it needs.
 
 PROFILE ?= cpu
+# The paper profile reads datasets by name; DATA=embedded runs it on the shipped data, offline.
+DATA ?=
+GRID_ARGS = --profile $(PROFILE) --jobs $(JOBS) $(if $(DATA),--data $(DATA))
 JOBS ?= 2
 PYTHON ?= python3
 VENV := .venv
@@ -19,12 +22,12 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $@
 
 reproduce: $(STAMP)
-	$(PY) -m gum_utils.grid --profile $(PROFILE) --jobs $(JOBS)
+	$(PY) -m gum_utils.grid $(GRID_ARGS)
 	$(MAKE) --no-print-directory book PROFILE=$(PROFILE)
 	@echo "The book: $(abspath $(HTML))"
 
 grid: $(STAMP)
-	$(PY) -m gum_utils.grid --profile $(PROFILE) --jobs $(JOBS)
+	$(PY) -m gum_utils.grid $(GRID_ARGS)
 
 book: $(STAMP)
 	$(PY) -m gum_utils.book --profile $(PROFILE)

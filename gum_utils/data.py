@@ -214,21 +214,40 @@ def _mask_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng([seed, 1])  # independent of the order stream
 
 
-def _mlm_mask(batch: dict, rng: np.random.Generator) -> dict:
+@dataclass(frozen=True)
+class Vocabulary:
+    """What BERT masking needs of a tokenizer: the [MASK] id, the special ids (never
+    targets) and the range random replacements are drawn from."""
+
+    mask_id: int
+    special_ids: tuple
+    random_low: int
+    random_high: int
+
+
+EMBEDDED_VOCABULARY = Vocabulary(MASK_ID, tuple(range(len(SPECIAL_TOKENS))), len(SPECIAL_TOKENS), VOCAB_SIZE)
+
+
+def _mlm_mask(batch: dict, rng: np.random.Generator, vocab: Vocabulary = EMBEDDED_VOCABULARY) -> dict:
     """BERT corruption of the real tokens: 15% targets, 80/10/10 mask/random/keep."""
     import torch
 
     ids = batch["input_ids"].numpy()
-    real = ids >= len(SPECIAL_TOKENS)
+    real = ~np.isin(ids, vocab.special_ids)
     picked = (rng.random(ids.shape) < MLM_PROB) & real
     for r in np.flatnonzero(~picked.any(1) & real.any(1)):  # no empty loss rows
         picked[r, rng.choice(np.flatnonzero(real[r]))] = True
     u = rng.random(ids.shape)
-    corrupted = np.where(picked & (u < 0.8), MASK_ID, ids)
+    corrupted = np.where(picked & (u < 0.8), vocab.mask_id, ids)
     rand = picked & (u >= 0.8) & (u < 0.9)
-    corrupted[rand] = rng.integers(len(SPECIAL_TOKENS), VOCAB_SIZE, size=int(rand.sum()))
+    corrupted[rand] = rng.integers(vocab.random_low, vocab.random_high, size=int(rand.sum()))
     return {**batch, "input_ids": torch.from_numpy(corrupted),
             "labels": torch.from_numpy(np.where(picked, ids, IGNORE_INDEX))}
+
+
+def mask_for_evaluation(split: dict, vocab: Vocabulary = EMBEDDED_VOCABULARY) -> dict:
+    """A masked LM's held-out split, masked once with a fixed seed so every run sees the same targets."""
+    return _mlm_mask(split, _mask_rng(0), vocab)
 
 
 # -------------------------------------------------------------------- nanovlm
@@ -304,7 +323,7 @@ def _clean(arch: str, split: str, shape: DataShape) -> dict:
 @functools.lru_cache(maxsize=8)
 def _load(arch: str, split: str, shape: DataShape) -> dict:
     data = _clean(arch, split, shape)
-    return _mlm_mask(data, _mask_rng(0)) if arch == "modernbert" else data
+    return mask_for_evaluation(data) if arch == "modernbert" else data
 
 
 def load_split(arch: str, split: str, shape: DataShape = DataShape()) -> dict[str, "torch.Tensor"]:
@@ -316,16 +335,20 @@ def load_split(arch: str, split: str, shape: DataShape = DataShape()) -> dict[st
 
 class BatchStream:
     """Infinite seeded batches: a fresh permutation every epoch; batches are
-    always full (the last one of an epoch is topped up from the next)."""
+    always full (the last one of an epoch is topped up from the next).
+
+    `split` is a prepared split (e.g. from `gum_utils.hub`) to draw from instead of the
+    embedded one, with the `vocab` its masked-LM batches are masked with."""
 
     def __init__(self, arch: str, split: str, shape: DataShape = DataShape(),
-                 batch_size: int = 32, seed: int = 0):
+                 batch_size: int = 32, seed: int = 0, prepared: dict | None = None,
+                 vocab: Vocabulary = EMBEDDED_VOCABULARY):
         _check(arch, split, shape)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.arch, self.batch_size, self.seed = arch, batch_size, seed
-        self._data = _clean(arch, split, _relevant(arch, shape))
-        self.epoch_size = len(self._data["labels"] if "labels" in self._data else self._data["input_ids"])
+        self.arch, self.batch_size, self.seed, self.vocab = arch, batch_size, seed, vocab
+        self._data = prepared if prepared is not None else _clean(arch, split, _relevant(arch, shape))
+        self.epoch_size = split_size(self._data)
         self._order_rng, self._mask_rng = np.random.default_rng(seed), _mask_rng(seed)
         self._order, self._pos, self.epoch = np.empty(0, dtype=np.int64), 0, 0
 
@@ -345,17 +368,21 @@ class BatchStream:
             parts.append(take)
         idx = torch.from_numpy(np.concatenate(parts))
         batch = {k: v[idx] for k, v in self._data.items()}  # indexing copies
-        return _mlm_mask(batch, self._mask_rng) if self.arch == "modernbert" else batch
+        return _mlm_mask(batch, self._mask_rng, self.vocab) if self.arch == "modernbert" else batch
+
+
+def split_size(split: dict) -> int:
+    return len(split["labels"] if "labels" in split else split["input_ids"])
 
 
 def val_batches(arch: str, shape: DataShape = DataShape(), batch_size: int = 32,
-                limit: int | None = None) -> list[dict[str, "torch.Tensor"]]:
-    """Validation in fixed order with fixed (seed 0) masking; limit caps samples."""
+                limit: int | None = None, prepared: dict | None = None) -> list[dict[str, "torch.Tensor"]]:
+    """Validation in fixed order with fixed (seed 0) masking; limit caps samples.
+    `prepared` is a held-out split made elsewhere (already masked for a masked LM)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    data = load_split(arch, "val", shape)
-    n = len(data["input_ids"] if "input_ids" in data else data["labels"])
-    n = n if limit is None else min(n, limit)
+    data = load_split(arch, "val", shape) if prepared is None else prepared
+    n = split_size(data) if limit is None else min(split_size(data), limit)
     return [{k: v[i : min(i + batch_size, n)].contiguous() for k, v in data.items()}
             for i in range(0, n, batch_size)]
 
@@ -376,56 +403,3 @@ def split_batch(batch: dict, micro_batch_size: int) -> list[dict]:
     n = len(next(iter(batch.values())))
     return [{k: v[i : i + micro_batch_size] for k, v in batch.items()}
             for i in range(0, n, micro_batch_size)]
-
-
-# ------------------------------------------------------- paper-size datasets
-def load_hf_dataset(name_or_path: str, split: str):
-    """A Hugging Face dataset for paper-size runs (not the default path).
-    Local directories (``save_to_disk``) load offline; hub ids need a network."""
-    how = ("provide it as a local directory: where the dataset is reachable run "
-           "datasets.load_dataset(NAME, split=SPLIT).save_to_disk(DIR), copy DIR "
-           "here and pass its path")
-    path = Path(name_or_path).expanduser()
-    looks_local = path.exists() or name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
-    if looks_local and not path.is_dir():
-        raise RuntimeError(f"{name_or_path!r} is not a local dataset directory; {how}")
-    try:
-        import datasets
-    except ImportError:
-        raise RuntimeError(
-            "load_hf_dataset needs the Hugging Face `datasets` package (pip install "
-            f"datasets), then {how}. The default path uses the shipped assets and "
-            "needs neither it nor a network") from None
-    if path.is_dir():
-        ds = datasets.load_from_disk(str(path))
-        if isinstance(ds, datasets.DatasetDict):
-            if split not in ds:
-                raise ValueError(f"split {split!r} not in {path}; it has {', '.join(ds)}")
-            ds = ds[split]
-        return ds
-    if not _hub_reachable():
-        raise RuntimeError(f"{name_or_path!r} is not a local directory and the Hugging Face hub "
-                           f"is not reachable (set HF_HUB_OFFLINE=1 to use its local cache); {how}")
-    try:
-        return datasets.load_dataset(name_or_path, split=split)
-    except Exception as exc:  # offline, unknown id, missing split...
-        raise RuntimeError(f"could not load dataset {name_or_path!r} split {split!r} "
-                           f"({type(exc).__name__}: {exc}); {how}") from exc
-
-
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    """A quick TCP probe, so that offline machines fail at once instead of
-    after minutes of retries. Offline mode means "use the cache": say yes."""
-    import socket
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return True
-    url = urlparse(constants.ENDPOINT)
-    try:
-        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False

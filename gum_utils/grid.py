@@ -17,6 +17,7 @@ is appended to `<out>/<profile>/grid-log.csv`. Imports no torch.
 import argparse
 import atexit
 import csv
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .profiles import Cell, Profile, cells, profile as get_profile, PROFILES, sweep_cells
+from .hub import DATA_SOURCES
 from .results import RunResult
 from .tuning import TuningError
 
@@ -35,8 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 DEFAULT_OUT = ROOT / "book" / "runs"
 # The code a result depends on; a change here invalidates the results (plots and book do not).
-TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "learning_rates.py", "measure.py", "models.py",
-                 "notebook.py", "optim.py", "profiles.py", "results.py", "strategies.py", "train.py", "looks.py")
+TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "flops.py", "hub.py", "learning_rates.py",
+                 "measure.py", "models.py", "notebook.py", "nvml.py", "optim.py", "profiles.py", "results.py",
+                 "strategies.py", "train.py", "looks.py")
 STAGES = ("shared", "sweep", "tuned")
 LOG_COLUMNS = ["finished", "profile", "stage", "cells", "skipped", "reused", "ran", "statuses", "minutes",
                "minutes_per_seed", "jobs", "cpus"]
@@ -340,12 +343,16 @@ def main(argv=None) -> int:
     parser.add_argument("--optimizer", nargs="*", help="a subset of optimizers")
     parser.add_argument("--strategy", nargs="*", help="a subset of strategies")
     parser.add_argument("--seed", nargs="*", type=int, help="seeds (default: the profile's)")
+    parser.add_argument("--data", choices=DATA_SOURCES,
+                        help="embedded data or datasets by name from the hub (default: the profile's)")
     parser.add_argument("--force", action="store_true", help="redo cells that are already done")
     parser.add_argument("--retry-failed", action="store_true", help="redo cells recorded as errors")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
     prof = get_profile(args.profile)
+    if args.data:
+        prof = dataclasses.replace(prof, data=args.data)
     stages = [stage for stage in STAGES if stage in (args.stage or prof.stages)]
     unknown = [stage for stage in stages if stage not in prof.stages]
     if unknown:

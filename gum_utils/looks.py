@@ -17,6 +17,10 @@ def _validation(model, arch: str, config, count: int) -> dict | None:
     if model is None:
         print("The run built no model, so there is nothing to show.")
         return None
+    if config.data != "embedded":  # the looks decode with the embedded tokenizer and labels
+        print(f"This look reads the embedded data; the model trained on {config.data} data, with another "
+              "tokenizer and labels.")
+        return None
     model.eval()
     shape = architecture(arch).shape(config.size)
     return data.val_batches(arch, shape, batch_size=count, limit=count)[0]

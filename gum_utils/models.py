@@ -41,6 +41,15 @@ TINY_TEXT = dict(
 )
 
 
+def for_training(config: PretrainedConfig) -> PretrainedConfig:
+    """The settings every run trains with, on built and pretrained models alike."""
+    config._attn_implementation = "sdpa"  # fast on CPU and GPU, and deterministic on CPU
+    for part in (config, getattr(config, "text_config", None)):
+        if part is not None and hasattr(part, "use_cache"):
+            part.use_cache = False  # training needs no KV cache (and checkpointing refuses one)
+    return config
+
+
 @dataclass(frozen=True)
 class Architecture:
     name: str
@@ -54,12 +63,7 @@ class Architecture:
 
     def config(self, size: str) -> PretrainedConfig:
         check_choice("size", size, SIZES)
-        config = self.tiny_config() if size == "tiny" else self.paper_config()
-        config._attn_implementation = "sdpa"  # fast on CPU and GPU, and deterministic on CPU
-        for part in (config, getattr(config, "text_config", None)):
-            if part is not None and hasattr(part, "use_cache"):
-                part.use_cache = False  # training needs no KV cache (and checkpointing refuses one)
-        return config
+        return for_training(self.tiny_config() if size == "tiny" else self.paper_config())
 
     def shape(self, size: str) -> DataShape:
         check_choice("size", size, SIZES)
@@ -165,10 +169,20 @@ def architecture(arch: str) -> Architecture:
     return REGISTRY[arch]
 
 
-def build_model(arch: str, size: str = "tiny") -> torch.nn.Module:
-    """A randomly initialised model; inside `with torch.device("meta")` nothing is allocated."""
+def build_model(arch: str, size: str = "tiny", pretrained: str | None = None) -> torch.nn.Module:
+    """A randomly initialised model; inside `with torch.device("meta")` nothing is allocated.
+
+    `pretrained` (a hub id or a save_pretrained directory) loads that checkpoint instead,
+    for fine-tuning; see `gum_utils.hub` for how a missing one is reported.
+    """
     spec = architecture(arch)
-    return spec.model_class(spec.config(size))
+    if pretrained is None:
+        return spec.model_class(spec.config(size))
+    from .hub import load_model
+
+    model = load_model(spec.model_class, pretrained)
+    for_training(model.config)
+    return model
 
 
 def count_parameters(model: torch.nn.Module) -> int:

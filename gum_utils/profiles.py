@@ -28,6 +28,7 @@ class Profile:
     eval_every: int | None = None
     eval_samples: int = 256
     device: str = "auto"
+    data: str = "embedded"  # or "hub": datasets by name (gum_utils.hub); `--data` overrides it
     sweep_steps: int | None = None  # None: no tuning stage
     sweep_factors: tuple = SWEEP_FACTORS
     sweep_seeds: tuple = (0,)
@@ -51,6 +52,7 @@ class Profile:
             "batch_size": self.batch_size * (self.accumulation if accumulate else 1),
             "micro_batch_size": self.batch_size if accumulate else None,
             "eval_every": self.eval_every, "eval_samples": self.eval_samples, "device": self.device,
+            "data": self.data,
         }
         return parameters if lr is None else dict(parameters, lr=lr)
 
@@ -68,8 +70,9 @@ PROFILES = {
                    eval_samples=128, sweep_steps=60,
                    description="tiny models on the embedded data, 3 seeds, tuned and shared, on a laptop"),
     "paper": Profile("paper", "paper", steps=25, batch_size=8, accumulation=4, eval_every=5, eval_samples=64,
-                     sweep_steps=10, device="cuda",
-                     description="the published shapes for the paper's 25 steps, on a GPU"),
+                     sweep_steps=10, device="cuda", data="hub",
+                     description="the published shapes for the paper's 25 steps, on a GPU, on datasets by name "
+                                 "(--data embedded: on the embedded data, offline)"),
 }
 
 

@@ -15,17 +15,18 @@ from .results import RunResult, result_files
 RUN_ID = ["run", "profile", "regime", "arch", "optimizer", "strategy", "seed", "lr", "batch_size", "status"]
 MEMORY_PARTS = ("params", "grads", "optimizer_state", "activations")
 SUMMARY_COLUMNS = ["final_loss", "val_loss", "val_accuracy", "val_perplexity", "mean_step_time_s", "total_time_s",
-                   "samples_per_s", "tokens_per_s", "peak_memory_bytes"]
-RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "steps", "error"] + SUMMARY_COLUMNS
+                   "samples_per_s", "tokens_per_s", "peak_memory_bytes", "cuda_max_reserved_bytes",
+                   "flops_per_step", "model_tflops_per_s", "mfu"]
+RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "steps", "dtype", "data", "error"] + SUMMARY_COLUMNS
                + [f"mem_{part}" for part in MEMORY_PARTS]
                + ["mem_total", "mean_cpu_percent", "mean_gpu_util_percent", "utilization_percent", "device",
-                  "energy_j", "samples_seen_total", "path"])
+                  "mean_gpu_power_w", "energy_j", "samples_seen_total", "path"])
 CELL = ["regime", "arch", "optimizer", "strategy"]  # a cell of the grid: its runs differ only by seed
 # Per-cell numbers the book tabulates: name -> (runs column, scale to the unit shown).
 CELL_METRICS = {"val_loss": ("val_loss", 1.0), "final_loss": ("final_loss", 1.0),
                 "val_accuracy": ("val_accuracy", 1.0), "step_ms": ("mean_step_time_s", 1e3),
                 "peak_mib": ("peak_memory_bytes", 2.0**-20), "state_mib": ("mem_total", 2.0**-20),
-                "utilization": ("utilization_percent", 1.0)}
+                "utilization": ("utilization_percent", 1.0), "mfu_percent": ("mfu", 100.0)}
 BUDGETS = {"samples_seen": "samples_seen", "step": "step", "time": "time_s"}  # budget name -> steps column
 # `<optimizer>-<strategy>-s<seed>` in a grid, `<optimizer>-lr<value>-s<seed>` in a sweep (the value may hold "-").
 STEM = re.compile(r"^(?P<optimizer>[a-z]+)-(?:lr(?P<lr>.+)|(?P<strategy>[a-z]+))-s(?P<seed>\d+)$")
@@ -64,12 +65,13 @@ def _run_row(identity: dict, result: RunResult, relative: Path) -> dict:
     gpu = usage.get("mean_gpu_util_percent")
     return {
         **identity, "micro_batch_size": result.config.get("micro_batch_size"),
-        "steps": result.config.get("steps"), "error": result.error,
+        "steps": result.config.get("steps"), "dtype": result.config.get("dtype", "float32"),
+        "data": result.config.get("data", "embedded"), "error": result.error,
         **{column: summary.get(column) for column in SUMMARY_COLUMNS}, **parts,
         "mem_total": sum(known) if len(known) == len(MEMORY_PARTS) else None,
         "mean_cpu_percent": usage.get("mean_cpu_percent"), "mean_gpu_util_percent": gpu,
         "utilization_percent": gpu if gpu is not None else usage.get("mean_cpu_percent"),
-        "device": usage.get("device", result.environment.get("device")), "energy_j": usage.get("energy_j"),
+        "device": usage.get("device", result.environment.get("device")), "mean_gpu_power_w": usage.get("mean_gpu_power_w"), "energy_j": usage.get("energy_j"),
         "samples_seen_total": result.records[-1]["samples_seen"] if result.records else 0,
         "path": relative.with_suffix(".ipynb").as_posix(),
     }
@@ -77,7 +79,8 @@ def _run_row(identity: dict, result: RunResult, relative: Path) -> dict:
 
 def _numeric(frame: pd.DataFrame, skip=()) -> pd.DataFrame:
     """JSON nulls arrive as None; make every measured column a float so means and plots work."""
-    text = {"run", "profile", "regime", "arch", "optimizer", "strategy", "status", "error", "device", "path", *skip}
+    text = {"run", "profile", "regime", "arch", "optimizer", "strategy", "status", "error", "device", "path", "dtype",
+            "data", *skip}
     for column in frame.columns.difference(list(text)):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame

@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, environment, flops, learning_rates, measure, optim, strategies
+from . import ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, environment, flops, hub, learning_rates, measure, optim, strategies
 from .choices import check_choice
-from .data import BatchStream, count_tokens, val_batches
+from .data import EMBEDDED_VOCABULARY, BatchStream, count_tokens, val_batches
 from .models import architecture, build_model
 from .results import RunResult
 
 DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("float32", "bfloat16")  # bfloat16: autocast of the forward pass; weights stay float32
+DTYPES = ("float32", "bfloat16")
+HUB_TRAIN_ROWS = 4096  # rows a hub run reads at most; longer runs go round them again  # bfloat16: autocast of the forward pass; weights stay float32
 
 
 @dataclass
@@ -42,6 +43,10 @@ class RunConfig:
     eval_samples: int = 256
     device: str = "auto"
     dtype: str = "float32"
+    data: str = "embedded"  # or "hub": a dataset by name, the model's own tokenizer (gum_utils.hub)
+    dataset: str | None = None  # hub only: an id ("name" or "name:subset") or a save_to_disk directory
+    tokenizer: str | None = None  # hub only: a tokenizer (ViT: image processor) id or directory
+    pretrained: str | None = None  # a checkpoint id or save_pretrained directory to fine-tune
     sample_interval_s: float = 0.1
 
     def __post_init__(self):
@@ -69,6 +74,24 @@ class RunConfig:
         _require(isinstance(self.optimizer_options, dict),
                  f"optimizer_options must be a dict, got {self.optimizer_options!r}")
         self._validate_micro_batches()
+        self._validate_data()
+
+    def _validate_data(self) -> None:
+        check_choice("data", self.data, hub.DATA_SOURCES)
+        for name in ("dataset", "tokenizer", "pretrained"):
+            value = getattr(self, name)
+            _require(value is None or (isinstance(value, str) and value.strip()),
+                     f"{name} must be a hub id or a local directory (a non-empty string) or None, got {value!r}")
+        if self.data == "embedded":
+            _require(self.dataset is None and self.tokenizer is None,
+                     "dataset and tokenizer are for data='hub'; the embedded data has its own")
+        uses_text = self.arch != "vit"
+        _require(self.data == "embedded" or self.size == "paper",
+                 "data='hub' feeds the models' real tokenizers and 224-pixel images, so it needs size='paper'")
+        _require(self.pretrained is None or self.size == "paper",
+                 "a pretrained checkpoint has the published shapes: use size='paper' with it")
+        _require(self.pretrained is None or not uses_text or self.data == "hub",
+                 f"a pretrained {self.arch} needs its own tokenizer: use data='hub' with it")
 
     def _validate_micro_batches(self) -> None:
         micro = self.micro_batch_size
@@ -178,17 +201,32 @@ class Run:
         self.precision = precision_context(self.device, config.dtype)
         self.timer = measure.StepTimer(self.device)
         with self.device:  # initialised where it trains: a 1B model builds in seconds on a GPU
-            self.model = build_model(config.arch, config.size)
-        self.model.train()
-        self.stream = BatchStream(config.arch, "train", self.shape, config.batch_size, config.seed)
-        self.val = [_to_device(b, self.device) for b in
-                    val_batches(config.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples)]
+            self.model = build_model(config.arch, config.size, config.pretrained)
+        self.model.to(self.device).train()
+        train_split, val_split, vocab = self.splits()
+        self.stream = BatchStream(config.arch, "train", self.shape, config.batch_size, config.seed,
+                                  prepared=train_split, vocab=vocab)
+        self.val = [_to_device(b, self.device) for b in val_batches(
+            config.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples, prepared=val_split)]
         micros, counts = self.next_step_batches()
         self.flops_per_step = self.step_flops(micros, counts[0])  # before checkpointing: model FLOPs
         strategies.prepare_model(self.model, config.strategy)
         self.optimizer = optim.build_optimizer(config.optimizer, self.model.parameters(), config.resolved_lr,
                                                **config.optimizer_options)
         self.activations = self.activation_bytes(micros, counts[0])
+
+    def splits(self):
+        """(train, val, masking vocabulary): None for the embedded splits, else read from the hub."""
+        config = self.config
+        if config.data == "embedded":
+            return None, None, EMBEDDED_VOCABULARY
+        if config.arch == "nanovlm":
+            self.shape = hub.nanovlm_shape(self.model.config, self.shape)
+        source = hub.source(config.arch, config.dataset, config.tokenizer, config.pretrained)
+        rows = min(config.steps * config.batch_size, HUB_TRAIN_ROWS)
+        train_split, val_split, vocab = hub.load_splits(config.arch, source, self.shape, self.model.config, rows,
+                                                        config.eval_samples)
+        return train_split, val_split, vocab or EMBEDDED_VOCABULARY
 
     def next_step_batches(self):
         """The next step's micro-batches on the device, and its (items, samples, tokens) counts.

@@ -237,35 +237,3 @@ def test_warm_load_is_fast():
     for arch in D.ARCHS:
         D.load_split(arch, "train", TINY[arch])
     assert time.perf_counter() - t < 1.0
-
-
-# ---------------------------------------------------------- paper datasets
-def test_load_hf_dataset_without_the_package(monkeypatch):
-    monkeypatch.setitem(sys.modules, "datasets", None)  # import now fails
-    with pytest.raises(RuntimeError, match="pip install datasets"):
-        D.load_hf_dataset("some/dataset", "train")
-
-
-def test_load_hf_dataset_missing_local_path(tmp_path):
-    t = time.perf_counter()
-    with pytest.raises(RuntimeError, match="save_to_disk"):
-        D.load_hf_dataset(str(tmp_path / "nope"), "train")
-    assert time.perf_counter() - t < 1.0  # at once, no network attempt
-
-
-def test_load_hf_dataset_from_disk(tmp_path):
-    datasets = pytest.importorskip("datasets")
-    dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": ["a", "b"], "label": [0, 1]})})
-    dd.save_to_disk(str(tmp_path / "tiny"))
-    ds = D.load_hf_dataset(str(tmp_path / "tiny"), "train")
-    assert ds["text"] == ["a", "b"] and len(ds) == 2
-    with pytest.raises(ValueError, match="train"):
-        D.load_hf_dataset(str(tmp_path / "tiny"), "validation")
-
-
-def test_load_hf_dataset_hub_id_offline_fails_at_once(monkeypatch):
-    monkeypatch.setattr(D, "_hub_reachable", lambda timeout=3.0: False)
-    t = time.perf_counter()
-    with pytest.raises(RuntimeError, match="save_to_disk"):  # with or without `datasets`
-        D.load_hf_dataset("someone/some-dataset", "train")
-    assert time.perf_counter() - t < 5.0

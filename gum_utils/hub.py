@@ -1,0 +1,310 @@
+"""Paper-size data and weights from Hugging Face: datasets by name, the models' own
+tokenizers and image processors, pretrained checkpoints. Not the default path.
+
+Every name here is a hub id or a local directory: a dataset written with `save_to_disk`,
+a tokenizer, image processor or model written with `save_pretrained`. Local directories
+load offline; a hub id needs a network (or its copy in the local cache with
+HF_HUB_OFFLINE=1), and fails at once with a message saying how to point to a local copy.
+
+Each split becomes the dict of tensors `gum_utils.data` makes of the embedded data, so the
+training loop cannot tell them apart: ViT pixels through the image processor (224 x 224)
+with class labels; text packed into full rows of `seq_len` tokens ([BOS] first), labels
+shifted for Llama, BERT masking for ModernBERT; nanoVLM [BOS] <image> x n, question,
+answer [EOS], with only the answer supervised. Only as many rows as a run needs are read
+(streamed from the hub), so a 25-step run does not download a whole corpus.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .data import IGNORE_INDEX, DataShape, Vocabulary, mask_for_evaluation
+
+DATA_SOURCES = ("embedded", "hub")
+
+
+@dataclass(frozen=True)
+class HubData:
+    """Where a run's data comes from. The validation split is the dataset's own `validation`
+    or `test` split; a dataset with neither keeps its first HELD_OUT training rows back."""
+
+    dataset: str  # hub id or save_to_disk directory
+    subset: str | None  # the dataset's configuration name
+    tokenizer: str | None  # text archs and nanoVLM
+    image_processor: str | None  # image archs
+
+
+WIKITEXT = ("Salesforce/wikitext", "wikitext-103-raw-v1")
+# Well-known public sets, one per task; named in the book's methods page.
+DEFAULT_DATA = {
+    "vit": HubData("uoft-cs/cifar10", None, None, "google/vit-base-patch16-224"),
+    "modernbert": HubData(*WIKITEXT, "answerdotai/ModernBERT-base", None),
+    "llama": HubData(*WIKITEXT, "meta-llama/Llama-3.2-1B", None),
+    # VQAv2 as packaged in The Cauldron (what nanoVLM trained on): a train split only.
+    "nanovlm": HubData("HuggingFaceM4/the_cauldron", "vqav2", "HuggingFaceTB/SmolLM2-135M",
+                       "google/siglip-base-patch16-224"),
+}
+VAL_SPLITS = ("validation", "test")
+HELD_OUT = 512  # rows kept back for validation when a dataset has no validation split
+HOW_DATASET = ("where it is reachable run datasets.load_dataset(NAME, SUBSET).save_to_disk(DIR), copy DIR here "
+               "and pass dataset=DIR; or run with data='embedded'")
+HOW_MODEL = ("where it is reachable run {cls}.from_pretrained(NAME).save_pretrained(DIR), copy DIR here and "
+             "pass its path")
+
+
+def source(arch: str, dataset: str | None = None, tokenizer: str | None = None,
+           pretrained: str | None = None) -> HubData:
+    """The arch's default source with the run's overrides; `dataset` may be 'id:subset'.
+    A pretrained checkpoint brings its own tokenizer (ViT: image processor) unless one is named."""
+    from dataclasses import replace
+
+    base = DEFAULT_DATA[arch]
+    if dataset:
+        local = Path(dataset).expanduser().exists()
+        name, _, subset = (dataset, "", "") if local else dataset.partition(":")
+        base = replace(base, dataset=name, subset=subset or None)
+    processor = tokenizer or pretrained
+    if processor:
+        field = "image_processor" if arch == "vit" else "tokenizer"
+        base = replace(base, **{field: processor})
+    return base
+
+
+# ------------------------------------------------------------------ reaching
+def _is_local(name: str) -> bool:
+    return Path(name).expanduser().exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP probe, so that offline machines fail at once instead of after minutes
+    of retries. Offline mode means "use the cache": say yes."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return True
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _require_local_or_hub(name: str, what: str, how: str) -> Path | None:
+    """The local directory `name` names, or None for a hub id the hub can serve; else a clear error."""
+    path = Path(name).expanduser()
+    if _is_local(name):
+        if not path.is_dir():
+            raise RuntimeError(f"{what} {name!r} is not a local directory; {how}")
+        return path
+    if not hub_reachable():
+        raise RuntimeError(f"{what} {name!r} is not a local directory and the Hugging Face hub is not reachable "
+                           f"(set HF_HUB_OFFLINE=1 to use its local cache); {how}")
+    return None
+
+
+def open_dataset(name: str, subset: str | None = None) -> dict:
+    """The dataset's splits: a local save_to_disk copy (a bare Dataset is the train split),
+    or the hub's, streamed so that only the rows read are fetched."""
+    path = _require_local_or_hub(name, "dataset", HOW_DATASET)
+    try:
+        import datasets
+    except ImportError:
+        raise RuntimeError("hub data needs the Hugging Face `datasets` package (pip install datasets); "
+                           f"{HOW_DATASET}") from None
+    if path is not None:
+        ds = datasets.load_from_disk(str(path))
+        return dict(ds) if isinstance(ds, datasets.DatasetDict) else {"train": ds}
+    try:
+        return dict(datasets.load_dataset(name, subset, streaming=True))
+    except Exception as exc:  # unknown id, unknown subset, gated...
+        raise RuntimeError(f"could not open dataset {name!r} ({subset or 'default'}) "
+                           f"({type(exc).__name__}: {exc}); {HOW_DATASET}") from exc
+
+
+def split_rows(splits: dict, split: str, limit: int | None):
+    """Up to `limit` rows of the run's train or val split."""
+    if "train" not in splits:
+        raise ValueError(f"the dataset has no train split; it has {', '.join(splits)}")
+    held = next((name for name in VAL_SPLITS if name in splits), None)
+    if split == "val":
+        return itertools.islice(splits[held] if held else splits["train"], limit)
+    skip = 0 if held else HELD_OUT
+    return itertools.islice(splits["train"], skip, None if limit is None else skip + limit)
+
+
+def _load_pretrained(loader, name: str, what: str):
+    path = _require_local_or_hub(name, what, HOW_MODEL.format(cls=loader.__name__))
+    try:
+        return loader.from_pretrained(str(path) if path else name)
+    except OSError as exc:  # gated, unknown id, not in the offline cache, an incomplete directory
+        raise RuntimeError(f"could not load {what} {name!r} ({exc}); "
+                           + HOW_MODEL.format(cls=loader.__name__)) from exc
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    return _load_pretrained(AutoTokenizer, name, "tokenizer")
+
+
+def load_image_processor(name: str):
+    from transformers import AutoImageProcessor
+
+    return _load_pretrained(AutoImageProcessor, name, "image processor")
+
+
+def load_model(model_class, name: str):
+    return _load_pretrained(model_class, name, "pretrained model")
+
+
+# ------------------------------------------------------------------ encoding
+def _column(row: dict, names: tuple, what: str):
+    for name in names:
+        if name in row:
+            return row[name]
+    raise ValueError(f"the dataset has no {what} column (looked for {', '.join(names)}; it has {', '.join(row)})")
+
+
+def _pixels(processor, images: list, size: int):
+    """Processor output as float32 (N, 3, size, size)."""
+    rgb = [image.convert("RGB") for image in images]
+    return processor(images=rgb, size={"height": size, "width": size}, return_tensors="pt")["pixel_values"].float()
+
+
+def encode_images(rows, processor, shape: DataShape) -> dict:
+    import torch
+
+    rows = list(rows)
+    images = [_column(r, ("img", "image"), "image") for r in rows]
+    labels = [_column(r, ("label", "fine_label", "labels"), "label") for r in rows]
+    return {"pixel_values": _pixels(processor, images, shape.image_size),
+            "labels": torch.tensor(labels, dtype=torch.int64)}
+
+
+def _token_rows(rows, tokenizer, seq_len: int, count: int) -> np.ndarray:
+    """`count` rows of [BOS] + seq_len-1 tokens of the running text, documents joined by [EOS]."""
+    need, stream = count * (seq_len - 1), []
+    for row in rows:
+        text = _column(row, ("text", "content"), "text").strip()
+        if text:
+            stream += tokenizer(text, add_special_tokens=False)["input_ids"] + [_end_id(tokenizer)]
+        if len(stream) >= need:
+            break
+    count = min(count, len(stream) // (seq_len - 1))
+    if count == 0:
+        raise ValueError(f"the dataset holds fewer than {seq_len - 1} tokens of text")
+    body = np.asarray(stream[: count * (seq_len - 1)], dtype=np.int64).reshape(count, seq_len - 1)
+    return np.concatenate([np.full((count, 1), _start_id(tokenizer), dtype=np.int64), body], axis=1)
+
+
+def _start_id(tokenizer) -> int:
+    """[BOS], or a BERT tokenizer's [CLS]."""
+    return next(i for i in (tokenizer.bos_token_id, tokenizer.cls_token_id, tokenizer.eos_token_id) if i is not None)
+
+
+def _end_id(tokenizer) -> int:
+    """[EOS], or a BERT tokenizer's [SEP]."""
+    return next(i for i in (tokenizer.eos_token_id, tokenizer.sep_token_id) if i is not None)
+
+
+def encode_text(rows, tokenizer, arch: str, shape: DataShape, count: int) -> dict:
+    import torch
+
+    ids = _token_rows(rows, tokenizer, shape.seq_len, count)
+    batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.ones(ids.shape, dtype=torch.int64)}
+    if arch == "llama":  # rows are full: every next token is a target
+        labels = np.full_like(ids, IGNORE_INDEX)
+        labels[:, :-1] = ids[:, 1:]
+        batch["labels"] = torch.from_numpy(labels)
+    return batch
+
+
+def vocabulary(tokenizer) -> Vocabulary:
+    if tokenizer.mask_token_id is None:
+        raise ValueError("masked language modelling needs a tokenizer with a mask token")
+    return Vocabulary(tokenizer.mask_token_id, tuple(tokenizer.all_special_ids), 0, len(tokenizer))
+
+
+def _question_answer(row: dict) -> tuple:
+    """(image, question, answer) from a flat row or The Cauldron's images/texts lists."""
+    if "texts" in row:
+        turn = row["texts"][0]
+        return row["images"][0], turn["user"], turn["assistant"]
+    return (_column(row, ("image", "img"), "image"), _column(row, ("question",), "question"),
+            _column(row, ("answer", "multiple_choice_answer"), "answer"))
+
+
+def encode_vqa(rows, tokenizer, processor, shape: DataShape, image_token_id: int) -> dict:
+    import torch
+
+    images, ids, target = [], [], []
+    prefix = [_start_id(tokenizer)] + [image_token_id] * shape.image_seq_len
+    for row in rows:
+        image, question, answer = _question_answer(row)
+        asked = tokenizer(" " + question.strip(), add_special_tokens=False)["input_ids"]
+        said = tokenizer(" " + answer.strip(), add_special_tokens=False)["input_ids"] + [_end_id(tokenizer)]
+        tokens = (prefix + asked + said)[: shape.seq_len]  # a long question loses its answer's tail
+        images.append(image)
+        ids.append(tokens)
+        target.append(len(prefix) + len(asked))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    full = np.full((len(ids), shape.seq_len), pad, dtype=np.int64)
+    labels = np.full_like(full, IGNORE_INDEX)
+    for i, (tokens, start) in enumerate(zip(ids, target)):
+        full[i, : len(tokens)] = tokens
+        labels[i, start - 1 : len(tokens) - 1] = tokens[start:]  # pre-shifted: position t predicts t+1
+    mask = np.zeros_like(full)
+    for i, tokens in enumerate(ids):
+        mask[i, : len(tokens)] = 1
+    return {"pixel_values": _pixels(processor, images, shape.image_size).unsqueeze(1),
+            "input_ids": torch.from_numpy(full), "attention_mask": torch.from_numpy(mask),
+            "labels": torch.from_numpy(labels)}
+
+
+# ------------------------------------------------------------------- a run's
+def nanovlm_shape(model_config, base: DataShape) -> DataShape:
+    """The image size and <image> count the model's own config implies (pretrained ones differ)."""
+    from dataclasses import replace
+
+    vision = model_config.vision_config
+    tokens = (vision.image_size // vision.patch_size) ** 2 // model_config.scale_factor ** 2
+    return replace(base, image_size=vision.image_size, image_seq_len=tokens)
+
+
+def load_splits(arch: str, src: HubData, shape: DataShape, model_config, train_samples: int, val_samples: int):
+    """(train split, val split, masking vocabulary or None), each a dict of tensors like the embedded data's."""
+    tokenizer = load_tokenizer(src.tokenizer) if src.tokenizer else None
+    processor = load_image_processor(src.image_processor) if src.image_processor else None
+    _check_vocabulary(tokenizer, model_config)
+    splits = open_dataset(src.dataset, src.subset)
+    encoded = []
+    for split, count in (("train", train_samples), ("val", val_samples)):
+        if arch == "vit":
+            encoded.append(encode_images(split_rows(splits, split, count), processor, shape))
+        elif arch == "nanovlm":
+            encoded.append(encode_vqa(split_rows(splits, split, count), tokenizer, processor, shape,
+                                      model_config.image_token_id))
+        else:  # text rows are read until `count` full rows of tokens are packed
+            encoded.append(encode_text(split_rows(splits, split, None), tokenizer, arch, shape, count))
+    vocab = vocabulary(tokenizer) if arch == "modernbert" else None
+    if vocab is not None:
+        encoded[1] = mask_for_evaluation(encoded[1], vocab)
+    return encoded[0], encoded[1], vocab
+
+
+def _check_vocabulary(tokenizer, model_config) -> None:
+    if tokenizer is None:
+        return
+    text = getattr(model_config, "text_config", model_config)
+    if len(tokenizer) > text.vocab_size:
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary is "
+                         f"{text.vocab_size}: use the tokenizer of the model (or its pretrained checkpoint)")
+
