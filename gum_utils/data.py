@@ -352,6 +352,19 @@ class BatchStream:
         self._order_rng, self._mask_rng = np.random.default_rng(seed), _mask_rng(seed)
         self._order, self._pos, self.epoch = np.empty(0, dtype=np.int64), 0, 0
 
+    def to(self, device) -> "BatchStream":
+        """Keep the split on `device`: each batch is then gathered there, with no copy from the host.
+        Not for a masked LM, whose masking runs on the host."""
+        if self.arch == "modernbert":
+            raise ValueError("modernbert batches are masked on the host; keep its split there")
+        self._data = {key: value.to(device) for key, value in self._data.items()}
+        return self
+
+    @property
+    def nbytes(self) -> int:
+        """What the split would take on a device (a stride-0 view becomes a full copy there)."""
+        return sum(value.numel() * value.element_size() for value in self._data.values())
+
     def __iter__(self) -> "BatchStream":
         return self
 
@@ -367,6 +380,7 @@ class BatchStream:
             self._pos, need = self._pos + len(take), need - len(take)
             parts.append(take)
         idx = torch.from_numpy(np.concatenate(parts))
+        idx = idx.to(next(iter(self._data.values())).device)
         batch = {k: v[idx] for k, v in self._data.items()}  # indexing copies
         return _mlm_mask(batch, self._mask_rng, self.vocab) if self.arch == "modernbert" else batch
 

@@ -23,6 +23,7 @@ from .results import RunResult
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16")
+DEVICE_DATA_FRACTION = 0.25  # of free GPU memory a training split may take to live there
 HUB_TRAIN_ROWS = 4096  # rows a hub run reads at most; longer runs go round them again  # bfloat16: autocast of the forward pass; weights stay float32
 
 
@@ -144,8 +145,18 @@ def resolve_device(name: str) -> torch.device:
 def _to_device(batch: dict, device: torch.device) -> dict:
     """Copy a batch to the device; on a GPU from pinned memory, so the copy overlaps the running step."""
     if device.type == "cuda":
-        return {key: value.pin_memory().to(device, non_blocking=True) for key, value in batch.items()}
+        return {key: value if value.is_cuda else value.pin_memory().to(device, non_blocking=True)
+                for key, value in batch.items()}
     return {key: value.to(device) for key, value in batch.items()}
+
+
+def keeps_split_on_device(stream: BatchStream, device: torch.device, free_bytes: int | None = None) -> bool:
+    """Whether the training split goes to the GPU once, ahead of training: where it takes at most
+    a quarter of the free memory (and is not masked on the host)."""
+    if device.type != "cuda" or stream.arch == "modernbert":
+        return False
+    free = free_bytes if free_bytes is not None else torch.cuda.mem_get_info(device)[0]
+    return stream.nbytes <= free * DEVICE_DATA_FRACTION
 
 
 def precision_context(device: torch.device, dtype: str):
@@ -206,6 +217,8 @@ class Run:
         train_split, val_split, vocab = self.splits()
         self.stream = BatchStream(config.arch, "train", self.shape, config.batch_size, config.seed,
                                   prepared=train_split, vocab=vocab)
+        if keeps_split_on_device(self.stream, self.device):
+            self.stream.to(self.device)
         self.val = [_to_device(b, self.device) for b in val_batches(
             config.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples, prepared=val_split)]
         micros, counts = self.next_step_batches()

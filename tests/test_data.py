@@ -237,3 +237,25 @@ def test_warm_load_is_fast():
     for arch in D.ARCHS:
         D.load_split(arch, "train", TINY[arch])
     assert time.perf_counter() - t < 1.0
+
+
+def test_a_stream_kept_on_a_device_gathers_its_batches_there():
+    stream = D.BatchStream("vit", "train", TINY["vit"], batch_size=4, seed=0)
+    expected = next(D.BatchStream("vit", "train", TINY["vit"], batch_size=4, seed=0))
+    batch = next(stream.to(torch.device("meta")))
+    assert all(v.is_meta for v in batch.values())
+    assert {k: v.shape for k, v in batch.items()} == {k: v.shape for k, v in expected.items()}
+    with pytest.raises(ValueError, match="masked on the host"):
+        D.BatchStream("modernbert", "train", TINY["modernbert"]).to(torch.device("meta"))
+
+
+def test_the_training_split_goes_to_the_gpu_only_where_it_fits():
+    from gum_utils.train import keeps_split_on_device
+
+    stream = D.BatchStream("llama", "train", TINY["llama"], batch_size=4)
+    cuda, free = torch.device("cuda"), 4 * stream.nbytes
+    assert keeps_split_on_device(stream, cuda, free_bytes=free)
+    assert not keeps_split_on_device(stream, cuda, free_bytes=free - 8)
+    assert not keeps_split_on_device(stream, torch.device("cpu"), free_bytes=free)
+    masked = D.BatchStream("modernbert", "train", TINY["modernbert"], batch_size=4)
+    assert not keeps_split_on_device(masked, cuda, free_bytes=10**12)
