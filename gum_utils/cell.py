@@ -13,6 +13,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,8 +75,10 @@ def run_cell(job: CellJob) -> CellOutcome:
     if job.fingerprint != _worker_fingerprint():
         raise RuntimeError(f"{job.name}: this worker's gum_utils differs from the client's; "
                            "install the same version on every worker")
-    os.environ.update(KERNEL_ENV, OMP_NUM_THREADS=str(job.threads or _own_cores()))
-    with tempfile.TemporaryDirectory(prefix="gum-cell-") as scratch:
+    threads = str(job.threads or _own_cores())
+    # Dask's nanny pins the BLAS libraries to one thread; the cell's kernel gets the cell's threads.
+    os.environ.update(KERNEL_ENV, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
+    with _ONE_CELL_AT_A_TIME, tempfile.TemporaryDirectory(prefix="gum-cell-") as scratch:
         outcome, raised = _run_in(Path(scratch), job)
     if raised and outcome.status == "error":
         raise CellFailed(outcome)
@@ -218,6 +221,7 @@ class WarmKernel:
 
 
 _WARM = WarmKernel()
+_ONE_CELL_AT_A_TIME = threading.Lock()  # a worker started with more threads still shares one kernel
 atexit.register(_WARM.shutdown)  # a worker that exits without closing (a killed one's kernel sees its parent go)
 
 
