@@ -327,6 +327,8 @@ def main(argv=None) -> int:
         parser.error("--jobs is the size of a local cluster: leave it out with --scheduler or --slurm")
     if args.scheduler and args.slurm:
         parser.error("--scheduler and --slurm exclude each other")
+    if args.slurm and not shutil.which("sbatch"):  # else the cluster would wait for jobs that never start
+        parser.error("--slurm submits jobs with sbatch, which is not on PATH here")
     jobs = None if args.scheduler or args.slurm else (1 if args.jobs is None else args.jobs)
     if (jobs is not None and jobs < 1) or args.retries < 0 or args.max_jobs < 1:
         parser.error("--jobs and --max-jobs must be >= 1, --retries >= 0")
