@@ -12,10 +12,16 @@ is skipped, so an interrupted grid resumes where it stopped (`--force` redoes it
 whose parameters are those of a finished shared cell (its sweep chose the default) reuses that
 run. A cell that fails is recorded with status "error" and the grid goes on. Each stage's time
 is appended to `<out>/<profile>/grid-log.csv`. Imports no torch.
+
+The cells run on Dask (`gum_utils.cluster`): `--jobs N` local worker processes, `--scheduler`
+a running cluster, `--slurm` SLURM jobs. A task carries the notebook's source and returns the
+executed notebook and the result (`gum_utils.cell`); this process writes them under `--out`,
+so workers share no filesystem with it. A cell whose worker dies is run again elsewhere
+(Dask's `distributed.scheduler.allowed-failures`); one whose notebook raises is retried
+`--retries` times, then recorded as failed.
 """
 
 import argparse
-import atexit
 import csv
 import dataclasses
 import hashlib
@@ -23,11 +29,14 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cell import KERNEL_ENV  # noqa: F401 (the book's kernels take it from here)
+from .cell import STARTED_TOPIC, CellFailed, CellJob, code_fingerprint, error_result, run_cell
 from .profiles import Cell, Profile, cells, profile as get_profile, PROFILES, sweep_cells
 from .hub import DATA_SOURCES
 from .results import RunResult
@@ -36,24 +45,9 @@ from .tuning import TuningError
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 DEFAULT_OUT = ROOT / "book" / "runs"
-# The code a result depends on; a change here invalidates the results (plots and book do not).
-TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "flops.py", "hub.py", "learning_rates.py",
-                 "measure.py", "models.py", "notebook.py", "nvml.py", "optim.py", "profiles.py", "results.py",
-                 "strategies.py", "train.py", "looks.py")
 STAGES = ("shared", "sweep", "tuned")
 LOG_COLUMNS = ["finished", "profile", "stage", "cells", "skipped", "reused", "ran", "statuses", "minutes",
                "minutes_per_seed", "jobs", "cpus"]
-KERNEL_ENV = {"TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
-
-
-def code_fingerprint() -> str:
-    digest = hashlib.sha256()
-    package = ROOT / "gum_utils"
-    files = [package / name for name in TRAINING_CODE] + sorted((package / "assets").glob("*"))
-    for path in files:
-        if path.is_file():
-            digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()
 
 
 def cell_key(parameters: dict, notebook: Path, fingerprint: str) -> str:
@@ -68,7 +62,7 @@ class Task:
     notebook: Path
     output: Path  # the executed notebook; the result sits beside it as .json
     key: str
-    threads: int
+    threads: int  # OMP threads of the cell's kernel; 0: the cores its worker may use
 
     @property
     def result_path(self) -> Path:
@@ -79,11 +73,14 @@ class Task:
         return f"{self.cell.arch}/{self.cell.stem}"
 
 
-def plan(prof: Profile, out_root: Path, selected: list[Cell], jobs: int, regime: str = "shared",
+def plan(prof: Profile, out_root: Path, selected: list[Cell], jobs: int | None, regime: str = "shared",
          lrs: dict | None = None) -> list[Task]:
-    """One task per cell. A sweep cell carries its own rate; `lrs` {(arch, optimizer): lr} tunes a grid."""
+    """One task per cell. A sweep cell carries its own rate; `lrs` {(arch, optimizer): lr} tunes a grid.
+
+    `jobs` local workers share this machine's cores; None: the cells run elsewhere, on a worker's own.
+    """
     fingerprint = code_fingerprint()
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs else 0
     tasks = []
     for cell in selected:
         parameters = _parameters(prof, cell, (lrs or {}).get((cell.arch, cell.optimizer)))
@@ -141,151 +138,127 @@ def is_done(task: Task, retry_failed: bool = False) -> bool:
     return result.cell_key == task.key and not (retry_failed and result.status == "error")
 
 
-def run_task(task: Task) -> str:
-    """Execute one cell's notebook (in a worker process); return the run's status."""
-    import papermill
+def cell_job(task: Task, notebook_text: str, fingerprint: str) -> CellJob:
+    return CellJob(task.name, notebook_text, task.parameters, task.key, task.threads, fingerprint)
 
-    os.environ.update(KERNEL_ENV, OMP_NUM_THREADS=str(task.threads))
+
+def save_outcome(task: Task, outcome) -> str:
+    """Write a cell's result, then its notebook: an existing notebook marks the cell finished."""
     task.output.parent.mkdir(parents=True, exist_ok=True)
-    partial = task.output.with_name(f".{task.output.stem}.partial.ipynb")
-    parameters = dict(task.parameters, result_path=str(task.result_path), cell_key=task.key)
-    parameters.pop("arch")
-    task.result_path.unlink(missing_ok=True)  # a stale result must not stand in for this run
-    error = _execute(papermill, task, partial, parameters)
-    if partial.exists():
-        _hide_parameter_cells(partial)
-        os.replace(partial, task.output)
-    return _record_status(task, error)
-
-
-def _execute(papermill, task: Task, partial: Path, parameters: dict) -> str | None:
-    try:
-        papermill.execute_notebook(str(task.notebook), str(partial), parameters=parameters, kernel_name="python3",
-                                   cwd=str(task.notebook.parent), progress_bar=False, log_output=False,
-                                   km=_WARM.kernel(task.notebook.parent, task.output.parents[2] / ".logs"))
-    except Exception as exc:  # the executed notebook keeps the traceback; the grid goes on
-        if isinstance(exc, papermill.PapermillExecutionError):  # the cell's own exception, not papermill's
-            return f"{exc.ename}: {exc.evalue}"[:2000]
-        return f"{type(exc).__name__}: {exc}"[:2000]
-    finally:
-        _WARM.reset()
-    return None
-
-
-class WarmKernel:
-    """One Jupyter kernel per worker, reused from cell to cell with its namespace reset.
-
-    Importing torch and transformers takes ~5 s of CPU, several times a tiny cell's training;
-    a warm kernel pays it once per worker. Every run seeds itself, so results do not depend on
-    what ran before (a test checks a reused kernel against a fresh one). A kernel that died
-    is replaced.
-    """
-
-    WARM_UP = "import gum_utils.train, gum_utils.looks, gum_utils.notebook, matplotlib.pyplot"
-
-    def __init__(self):
-        self._manager = None
-
-    def kernel(self, cwd: Path, logs: Path):
-        if self._manager is None or not self._manager.is_alive():
-            from jupyter_client import KernelManager
-
-            logs.mkdir(parents=True, exist_ok=True)
-            # The kernel's own start-up chatter goes to a log, not over the progress bar.
-            log = open(logs / f"kernel-{os.getpid()}.log", "a")
-            self._manager = KernelManager(kernel_name="python3")
-            self._manager.start_kernel(cwd=str(cwd), env=dict(os.environ), stderr=log, stdout=log)
-            self._run(self.WARM_UP)
-        return self._manager
-
-    def reset(self) -> None:
-        if self._manager is not None and self._manager.is_alive():
-            self._run("get_ipython().run_line_magic('reset', '-f')")
-
-    def _run(self, code: str) -> None:
-        client = self._manager.client()
-        client.start_channels()
-        try:
-            client.wait_for_ready(timeout=60)
-            client.execute_interactive(code, timeout=120, output_hook=lambda message: None)
-        finally:
-            client.stop_channels()
-
-    def shutdown(self) -> None:
-        if self._manager is not None and self._manager.is_alive():
-            self._manager.shutdown_kernel(now=True)
-
-
-_WARM = WarmKernel()
-atexit.register(_WARM.shutdown)
-
-
-def _record_status(task: Task, error: str | None) -> str:
-    """The notebook's own result, or an error result where the notebook failed before writing it."""
-    if task.result_path.exists():
-        result = RunResult.from_json(task.result_path)
-        if result.cell_key == task.key:
-            if error and result.status == "ok":  # trained, then the report broke: still a failure
-                result.status, result.error = "error", error
-                result.to_json(task.result_path)
-            return result.status
-    return _record_error(task, error or "the notebook wrote no result")
+    task.output.unlink(missing_ok=True)  # a notebook of an older run must not stand beside this result
+    _write_atomically(task.result_path, outcome.result_text)
+    if outcome.notebook_text is not None:
+        _write_atomically(task.output, outcome.notebook_text)
+    return outcome.status
 
 
 def _record_error(task: Task, error: str) -> str:
-    RunResult(config=task.parameters, status="error", error=error, cell_key=task.key).to_json(task.result_path)
+    """A failure with no notebook (the worker or the cluster broke): the next grid runs the cell again."""
+    task.output.unlink(missing_ok=True)
+    error_result(task.parameters, task.key, error).to_json(task.result_path)
     return "error"
 
 
-def _hide_parameter_cells(path: Path) -> None:
-    """The book shows the run's configuration in a table; the parameter cells would only repeat it."""
-    import nbformat
-
-    notebook = nbformat.read(path, as_version=4)
-    for cell in notebook.cells:
-        tags = cell.metadata.setdefault("tags", [])
-        if ("parameters" in tags or "injected-parameters" in tags) and "remove-cell" not in tags:
-            tags.append("remove-cell")
-    nbformat.write(notebook, path)
+def _write_atomically(path: Path, text: str) -> None:
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the run from whoever serves the book
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 class GridCounts(dict):
-    """The count of each status, and when (seconds from the start) each seed's last cell finished."""
+    """The count of each status, when (seconds from the start) each seed's last cell finished, and
+    how many cells started more than once (a worker died under them, or their notebook raised)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.seed_done_s: dict[int, float] = {}
+        self.reran = 0
+
+    def failed(self) -> int:
+        return sum(n for status, n in self.items() if status not in ("ok", "skipped"))
 
 
-def run_grid(tasks: list[Task], jobs: int, force: bool = False, retry_failed: bool = False,
-             show_progress: bool = True) -> GridCounts:
-    """Run the tasks not yet done, `jobs` at a time; return the count of each status."""
+def run_grid(tasks: list[Task], jobs: int = 1, force: bool = False, retry_failed: bool = False,
+             show_progress: bool = True, client=None, retries: int = 1) -> GridCounts:
+    """Run the tasks not yet done on the Dask `client` (None: a local cluster of `jobs` workers).
+
+    Returns the count of each status. A notebook that raises is run `retries` more times.
+    """
+    from .cluster import describe, open_client
+
+    todo = [t for t in tasks if force or not is_done(t, retry_failed)]
+    counts = GridCounts(skipped=len(tasks) - len(todo))
+    if show_progress:
+        where = describe(client) if client is not None else f"{jobs} local worker(s)"
+        print(f"{len(tasks)} cells: {counts['skipped']} already done, {len(todo)} to run on {where}", flush=True)
+    if not todo:
+        return counts
+    if client is None:
+        with open_client(jobs) as local:
+            return _run_on(local, todo, counts, show_progress, retries)
+    return _run_on(client, todo, counts, show_progress, retries)
+
+
+def _run_on(client, todo: list[Task], counts: GridCounts, show_progress: bool, retries: int) -> GridCounts:
+    from distributed import as_completed
     from tqdm import tqdm
 
     started = time.perf_counter()
-    todo = [t for t in tasks if force or not is_done(t, retry_failed)]
-    counts = GridCounts(skipped=len(tasks) - len(todo))
     left = {seed: sum(t.cell.seed == seed for t in todo) for seed in {t.cell.seed for t in todo}}
-    if show_progress:
-        print(f"{len(tasks)} cells: {counts['skipped']} already done, {len(todo)} to run on {jobs} worker(s)",
-              flush=True)
-    with ProcessPoolExecutor(max_workers=jobs) as pool, tqdm(total=len(todo), unit="cell",
-                                                                disable=not show_progress) as bar:
-        futures = {pool.submit(run_task, task): task for task in todo}
-        for future in as_completed(futures):
-            task = futures[future]
-            try:
-                status = future.result()
-            except Exception as exc:  # the worker itself broke: record, go on
-                status = _record_error(task, str(exc))
-            counts[status] = counts.get(status, 0) + 1
-            left[task.cell.seed] -= 1
-            if not left[task.cell.seed]:
-                counts.seed_done_s[task.cell.seed] = time.perf_counter() - started
-            bar.set_postfix(failed=sum(v for k, v in counts.items() if k not in ("ok", "skipped")),
-                            last=f"{task.name}:{status}")
-            bar.update()
+    starts: dict[str, int] = {}
+    client.subscribe_topic(STARTED_TOPIC, lambda event: _count_start(starts, event))
+    futures = _submit(client, todo, retries)
+    try:
+        with tqdm(total=len(todo), unit="cell", disable=not show_progress) as bar:
+            for future in as_completed(futures):
+                task = futures.pop(future)
+                status = _collect(task, future)
+                counts[status] = counts.get(status, 0) + 1
+                left[task.cell.seed] -= 1
+                if not left[task.cell.seed]:
+                    counts.seed_done_s[task.cell.seed] = time.perf_counter() - started
+                counts.reran = sum(n > 1 for n in starts.values())
+                bar.set_postfix(failed=counts.failed(), reran=counts.reran, last=f"{task.name}:{status}")
+                bar.update()
+    finally:
+        client.unsubscribe_topic(STARTED_TOPIC)
     return counts
+
+
+def _count_start(starts: dict, event) -> None:
+    _, message = event
+    starts[message["key"]] = starts.get(message["key"], 0) + 1
+
+
+def _submit(client, todo: list[Task], retries: int) -> dict:
+    """One Dask task per cell; it carries the notebook's text, not its path."""
+    fingerprint = code_fingerprint()
+    texts = {notebook: notebook.read_text() for notebook in {task.notebook for task in todo}}
+    futures = {}
+    for task in todo:
+        job = cell_job(task, texts[task.notebook], fingerprint)
+        key = f"cell-{task.cell.arch}-{task.cell.stem}-{uuid.uuid4().hex[:8]}"  # unique: a rerun is a new task
+        futures[client.submit(run_cell, job, key=key, retries=retries, pure=False)] = task
+    return futures
+
+
+def _collect(task: Task, future) -> str:
+    """Write what a finished task brought back; return the cell's status."""
+    try:
+        outcome = future.result()
+    except CellFailed as failed:  # the notebook raised on every try: its executed notebook shows why
+        outcome = failed.outcome
+    except Exception as exc:  # the worker died on every try, or the cluster broke: record, go on
+        return _record_error(task, f"{type(exc).__name__}: {exc}"[:2000])
+    finally:
+        future.release()
+    return save_outcome(task, outcome)
 
 
 def stage_tasks(prof: Profile, stage: str, out_root: Path, jobs: int, archs=None, optimizers=None,
@@ -309,8 +282,11 @@ def log_stage(path: Path, row: dict) -> None:
         writer.writerow(row)
 
 
-def run_stage(prof: Profile, stage: str, out_root: Path, jobs: int, force: bool, retry_failed: bool,
-              subset: dict) -> GridCounts:
+def run_stage(prof: Profile, stage: str, out_root: Path, jobs: int | None, force: bool, retry_failed: bool,
+              subset: dict, client, retries: int = 1) -> GridCounts:
+    """One stage on the Dask `client`; `jobs`: its local workers (None: workers elsewhere)."""
+    from .cluster import worker_count
+
     started = time.perf_counter()
     tasks = stage_tasks(prof, stage, out_root, jobs, **subset)
     reused = 0
@@ -318,24 +294,25 @@ def run_stage(prof: Profile, stage: str, out_root: Path, jobs: int, force: bool,
         reused = reuse_twins(tasks, stage_tasks(prof, "shared", out_root, jobs, **subset))
     print(f"stage {stage}: " + (f"{reused} cell(s) reused from shared (the sweep chose the default); "
                                 if reused else ""), end="", flush=True)
-    counts = run_grid(tasks, jobs, force, retry_failed)
+    counts = run_grid(tasks, jobs or 1, force, retry_failed, client=client, retries=retries)
     minutes = (time.perf_counter() - started) / 60
     statuses = ", ".join(f"{k} {v}" for k, v in counts.items() if k != "skipped")
+    if counts.reran:
+        statuses += f" ({counts.reran} re-run)"
     per_seed = "; ".join(f"seed {seed} {s / 60:.1f}" for seed, s in sorted(counts.seed_done_s.items()))
     print(f"stage {stage} finished in {minutes:.1f} min: skipped {counts['skipped']}"
           + (f", {statuses}" if statuses else "") + (f" (each seed done after, min: {per_seed})" if per_seed else ""))
     log_stage(out_root / prof.name / "grid-log.csv", {
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "profile": prof.name, "stage": stage, "cells": len(tasks),
         "skipped": counts["skipped"] - reused, "reused": reused, "ran": len(tasks) - counts["skipped"],
-        "statuses": statuses, "minutes": round(minutes, 2), "minutes_per_seed": per_seed, "jobs": jobs,
-        "cpus": os.cpu_count()})
+        "statuses": statuses, "minutes": round(minutes, 2), "minutes_per_seed": per_seed,
+        "jobs": jobs or worker_count(client), "cpus": os.cpu_count()})
     return counts
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="cpu", choices=tuple(PROFILES))
-    parser.add_argument("--jobs", type=int, default=1, help="cells run at once")
     parser.add_argument("--stage", nargs="*", choices=STAGES,
                         help="stages to run, in study order (default: every stage of the profile)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="root of the executed notebooks and results")
@@ -347,9 +324,18 @@ def main(argv=None) -> int:
                         help="embedded data or datasets by name from the hub (default: the profile's)")
     parser.add_argument("--force", action="store_true", help="redo cells that are already done")
     parser.add_argument("--retry-failed", action="store_true", help="redo cells recorded as errors")
+    parser.add_argument("--retries", type=int, default=1, help="runs again of a cell whose notebook raises")
+    _add_cluster_options(parser)
     args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error("--jobs must be >= 1")
+    if (args.scheduler or args.slurm) and args.jobs is not None:
+        parser.error("--jobs is the size of a local cluster: leave it out with --scheduler or --slurm")
+    if args.scheduler and args.slurm:
+        parser.error("--scheduler and --slurm exclude each other")
+    if args.slurm and not shutil.which("sbatch"):  # else the cluster would wait for jobs that never start
+        parser.error("--slurm submits jobs with sbatch, which is not on PATH here")
+    jobs = None if args.scheduler or args.slurm else (1 if args.jobs is None else args.jobs)
+    if (jobs is not None and jobs < 1) or args.retries < 0 or args.max_jobs < 1:
+        parser.error("--jobs and --max-jobs must be >= 1, --retries >= 0")
     prof = get_profile(args.profile)
     if args.data:
         prof = dataclasses.replace(prof, data=args.data)
@@ -363,18 +349,42 @@ def main(argv=None) -> int:
     except ValueError as error:
         parser.error(str(error))
     started, totals = time.perf_counter(), {}
-    for stage in stages:
-        try:
-            counts = run_stage(prof, stage, args.out, args.jobs, args.force, args.retry_failed, subset)
-        except TuningError as error:
-            print(f"gum_utils.grid: {error}", file=sys.stderr)
-            return 1
-        for status, n in counts.items():
-            totals[status] = totals.get(status, 0) + n
+    with _open_cluster(args, jobs) as client:
+        for stage in stages:
+            try:
+                counts = run_stage(prof, stage, args.out, jobs, args.force, args.retry_failed, subset, client,
+                                   args.retries)
+            except TuningError as error:
+                print(f"gum_utils.grid: {error}", file=sys.stderr)
+                return 1
+            for status, n in counts.items():
+                totals[status] = totals.get(status, 0) + n
     minutes = (time.perf_counter() - started) / 60
     print(f"grid {prof.name} ({', '.join(stages)}) finished in {minutes:.1f} min: "
           + ", ".join(f"{k} {v}" for k, v in totals.items()))
     return 0
+
+
+def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_argument_group("where the cells run (default: a local Dask cluster of --jobs workers)")
+    where.add_argument("--jobs", type=int, help="local worker processes, one cell each at a time (default 1)")
+    where.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="a running Dask scheduler to submit to")
+    where.add_argument("--slurm", action="store_true", help="SLURM jobs of one worker each, scaled adaptively")
+    where.add_argument("--queue", help="SLURM partition")
+    where.add_argument("--account", help="SLURM account")
+    where.add_argument("--gpus-per-job", type=int, default=0, help="GPUs of each SLURM job")
+    where.add_argument("--cpus-per-job", type=int, default=4, help="cores of each SLURM job")
+    where.add_argument("--memory-per-job", default="16GB", help="memory of each SLURM job")
+    where.add_argument("--walltime", help="time limit of each SLURM job, e.g. 02:00:00")
+    where.add_argument("--max-jobs", type=int, default=4, help="SLURM jobs at most at once")
+
+
+def _open_cluster(args, jobs: int | None):
+    from .cluster import SlurmJobs, open_client
+
+    slurm = SlurmJobs(args.queue, args.account, args.gpus_per_job, args.walltime, args.cpus_per_job,
+                      args.memory_per_job, args.max_jobs) if args.slurm else None
+    return open_client(jobs or 1, args.scheduler, slurm)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def test_smoke_profile_grid_analysis_book_and_browser(tmp_path):
     shutil.copytree(ROOT / "book", book, ignore=shutil.ignore_patterns("_build", "runs", "report", "_toc.yml"))
     grid = ("gum_utils.grid", "--profile", "smoke", "--jobs", "2", "--out", str(book / "runs"))
     out = run(*grid, "--stage", "shared", timeout=900)
-    assert "ok 60" in out, out
+    assert "ok 60" in out and "to run on 2 local worker(s)" in out, out  # a Dask LocalCluster of 2
     runs = book / "runs" / "smoke" / "shared"
     for arch in ARCHITECTURES:
         assert len(list((runs / arch).glob("[!.]*.ipynb"))) == len(OPTIMIZERS) * len(STRATEGIES)

@@ -43,6 +43,7 @@ def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path):
                     good.notebook, good.output.with_name("adam-standard-s0.ipynb"), "bad-key", 1)
     counts = grid.run_grid([bad, good], jobs=1, show_progress=False)
     assert counts == {"skipped": 0, "error": 1, "ok": 1}
+    assert counts.reran == 1  # the failing notebook ran once more (retries=1), the good one once
     failed = RunResult.from_json(bad.result_path)
     assert failed.status == "error" and "lr must be a number > 0" in failed.error
     assert bad.output.exists()  # the executed notebook keeps the traceback

@@ -1,0 +1,81 @@
+"""Where the grid's cells run: a Dask cluster on this machine, a running one, or SLURM jobs.
+
+    --jobs N                      a LocalCluster of N worker processes, one thread each
+    --scheduler tcp://HOST:PORT   a running cluster (`dask scheduler`; `dask worker ADDRESS --nthreads 1`)
+    --slurm [--queue ...]         SLURM jobs of one worker each, as many as the grid asks (adaptive)
+
+A worker runs one cell at a time (one thread: its warm kernel serves one cell), so a worker
+process is a "job" of the grid. Workers need the gum_utils package installed, nothing else.
+"""
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from .cell import KernelShutdown
+
+
+@dataclass(frozen=True)
+class SlurmJobs:
+    """A SLURM job per worker. None takes dask-jobqueue's configuration (jobqueue.slurm.*)."""
+
+    queue: str | None = None
+    account: str | None = None
+    gpus_per_job: int = 0
+    walltime: str | None = None
+    cpus_per_job: int = 4
+    memory_per_job: str = "16GB"
+    max_jobs: int = 4
+
+    def cluster(self, scheduler_options: dict | None = None):
+        """The SLURMCluster; it submits nothing until it is scaled."""
+        import dask
+        from dask_jobqueue import SLURMCluster
+
+        directives = list(dask.config.get("jobqueue.slurm.job-extra-directives", []))
+        if self.gpus_per_job:
+            directives.append(f"--gpus={self.gpus_per_job}")
+        # cores=1: one thread, one cell at a time; job_cpu books the cores the cell's kernel uses.
+        return SLURMCluster(queue=self.queue, account=self.account, walltime=self.walltime, cores=1, processes=1,
+                            job_cpu=self.cpus_per_job, memory=self.memory_per_job, job_extra_directives=directives,
+                            scheduler_options=scheduler_options)
+
+
+def local_cluster(jobs: int):
+    from distributed import LocalCluster
+
+    # Loopback only and no dashboard: nothing listens beyond this machine.
+    return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address=None)
+
+
+@contextmanager
+def open_client(jobs: int = 1, scheduler: str | None = None, slurm: SlurmJobs | None = None):
+    """A Dask client of the cluster asked for (local by default), closed with the cluster on exit."""
+    from distributed import Client
+
+    cluster = None
+    if scheduler is None:
+        cluster = slurm.cluster() if slurm else local_cluster(jobs)
+        if slurm:
+            cluster.adapt(minimum_jobs=0, maximum_jobs=slurm.max_jobs)
+    try:
+        with Client(scheduler or cluster) as client:
+            client.register_plugin(KernelShutdown())
+            yield client
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def describe(client) -> str:
+    from distributed import LocalCluster
+
+    if isinstance(client.cluster, LocalCluster):
+        return f"{len(client.cluster.workers)} local worker(s)"
+    if client.cluster is not None:
+        return f"{type(client.cluster).__name__} jobs (adaptive)"
+    return f"the cluster at {client.scheduler.address}"
+
+
+def worker_count(client) -> int:
+    return len(client.scheduler_info(n_workers=-1)["workers"])

@@ -1,0 +1,112 @@
+"""The grid on Dask: a worker killed mid-cell, a running scheduler on loopback, SLURM job scripts."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gum_utils import grid
+from gum_utils.cell import STARTED_TOPIC
+from gum_utils.cluster import SlurmJobs, open_client
+from gum_utils.profiles import cells, profile
+from gum_utils.results import RunResult
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def vit_tasks(out: Path, strategies: list[str], jobs: int | None):
+    prof = profile("smoke")
+    return grid.plan(prof, out, cells(prof, ["vit"], ["sgd"], strategies), jobs)
+
+
+def kill_the_first_worker_to_start_a_cell(client, killed: list, after_s: float = 1.0, timeout_s: float = 120):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and not killed:
+        events = client.get_events(STARTED_TOPIC)
+        if events:
+            time.sleep(after_s)  # inside the cell: its kernel is warming up or training
+            os.kill(events[0][1]["pid"], signal.SIGKILL)
+            killed.append(events[0][1]["cell"])
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_cell_whose_worker_is_killed_runs_again_and_the_grid_completes(tmp_path):
+    tasks = vit_tasks(tmp_path, ["standard", "checkpointing"], jobs=2)
+    killed = []
+    with open_client(2) as client:
+        killer = threading.Thread(target=kill_the_first_worker_to_start_a_cell, args=(client, killed))
+        killer.start()
+        counts = grid.run_grid(tasks, client=client, show_progress=False)
+        killer.join()
+    assert killed, "no cell started"
+    assert counts == {"skipped": 0, "ok": 2} and counts.reran >= 1
+    for task in tasks:
+        assert RunResult.from_json(task.result_path).status == "ok" and task.output.exists()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start(*command: str, cwd: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # where the worker imports gum_utils from
+    return subprocess.Popen([sys.executable, "-m", "dask", *command], cwd=cwd, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()  # a worker closes: its plugins shut the warm kernel down
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.mark.slow
+def test_a_grid_runs_on_a_running_scheduler_and_its_worker_leaves_no_kernel(tmp_path):
+    address = f"tcp://127.0.0.1:{free_port()}"
+    scheduler = start("scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard",
+                      cwd=tmp_path)
+    worker = start("worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard", cwd=tmp_path)
+    try:
+        out = tmp_path / "runs"
+        done = subprocess.run([sys.executable, "-m", "gum_utils.grid", "--profile", "smoke", "--stage", "shared",
+                               "--scheduler", address, "--out", str(out), "--arch", "vit", "--optimizer", "sgd",
+                               "--strategy", "standard"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        assert f"to run on the cluster at {address}" in done.stdout and "ok 1" in done.stdout, done.stdout
+        task = vit_tasks(out, ["standard"], jobs=None)[0]
+        assert grid.is_done(task) and RunResult.from_json(task.result_path).status == "ok"
+        descendants = psutil.Process(worker.pid).children(recursive=True)
+        assert any("ipykernel" in " ".join(p.cmdline()) for p in descendants)  # kept warm for the next cell
+    finally:
+        stop(worker)
+        stop(scheduler)
+    _, alive = psutil.wait_procs(descendants, timeout=10)
+    assert not alive
+
+
+def test_the_slurm_job_script_asks_for_the_options_given():
+    jobs = SlurmJobs(queue="gpu", account="proj-42", gpus_per_job=2, walltime="02:00:00", cpus_per_job=8,
+                     memory_per_job="32GB")
+    cluster = jobs.cluster(scheduler_options={"host": "127.0.0.1", "dashboard_address": None})
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    lines = set(script.splitlines())
+    for directive in ("-p gpu", "-A proj-42", "--gpus=2", "-t 02:00:00", "--cpus-per-task=8"):
+        assert f"#SBATCH {directive}" in lines, script
+    assert "--nthreads 1" in script  # one cell at a time per worker: its warm kernel serves one
