@@ -35,8 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 DEFAULT_OUT = ROOT / "book" / "runs"
 # The code a result depends on; a change here invalidates the results (plots and book do not).
-TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "learning_rates.py", "measure.py", "models.py",
-                 "notebook.py", "optim.py", "profiles.py", "results.py", "strategies.py", "train.py", "looks.py")
+TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "distributed.py", "launch.py", "learning_rates.py",
+                 "measure.py", "models.py", "notebook.py", "optim.py", "profiles.py", "results.py", "strategies.py",
+                 "train.py", "looks.py")
 STAGES = ("shared", "sweep", "tuned")
 LOG_COLUMNS = ["finished", "profile", "stage", "cells", "skipped", "reused", "ran", "statuses", "minutes",
                "minutes_per_seed", "jobs", "cpus"]
