@@ -16,7 +16,8 @@ RUN_ID = ["run", "profile", "regime", "arch", "optimizer", "strategy", "seed", "
 MEMORY_PARTS = ("params", "grads", "optimizer_state", "activations")
 SUMMARY_COLUMNS = ["final_loss", "val_loss", "val_accuracy", "val_perplexity", "mean_step_time_s", "total_time_s",
                    "samples_per_s", "tokens_per_s", "peak_memory_bytes"]
-RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "steps", "error"] + SUMMARY_COLUMNS
+# world_size and parallel tell a multi-process run from a one-process one (parallel None there).
+RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "world_size", "parallel", "steps", "error"] + SUMMARY_COLUMNS
                + [f"mem_{part}" for part in MEMORY_PARTS]
                + ["mem_total", "mean_cpu_percent", "mean_gpu_util_percent", "utilization_percent", "device",
                   "energy_j", "samples_seen_total", "path"])
@@ -64,6 +65,7 @@ def _run_row(identity: dict, result: RunResult, relative: Path) -> dict:
     gpu = usage.get("mean_gpu_util_percent")
     return {
         **identity, "micro_batch_size": result.config.get("micro_batch_size"),
+        "world_size": result.config.get("world_size", 1), "parallel": summary.get("parallel"),
         "steps": result.config.get("steps"), "error": result.error,
         **{column: summary.get(column) for column in SUMMARY_COLUMNS}, **parts,
         "mem_total": sum(known) if len(known) == len(MEMORY_PARTS) else None,
@@ -77,7 +79,8 @@ def _run_row(identity: dict, result: RunResult, relative: Path) -> dict:
 
 def _numeric(frame: pd.DataFrame, skip=()) -> pd.DataFrame:
     """JSON nulls arrive as None; make every measured column a float so means and plots work."""
-    text = {"run", "profile", "regime", "arch", "optimizer", "strategy", "status", "error", "device", "path", *skip}
+    text = {"run", "profile", "regime", "arch", "optimizer", "strategy", "status", "error", "device", "path",
+            "parallel", *skip}
     for column in frame.columns.difference(list(text)):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
