@@ -23,9 +23,9 @@ from .results import RunResult
 
 PACKAGE = Path(__file__).resolve().parent
 # The code a result depends on; a change here invalidates the results (plots and book do not).
-TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "flops.py", "hub.py", "learning_rates.py",
-                 "measure.py", "models.py", "notebook.py", "nvml.py", "optim.py", "profiles.py", "results.py",
-                 "strategies.py", "train.py", "looks.py")
+TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "distributed.py", "flops.py", "hub.py",
+                 "launch.py", "learning_rates.py", "measure.py", "models.py", "notebook.py", "nvml.py", "optim.py",
+                 "profiles.py", "results.py", "strategies.py", "train.py", "looks.py")
 KERNEL_ENV = {"TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
 STARTED_TOPIC = "gum-cell-started"  # a worker logs each start: the client counts the cells run again
 

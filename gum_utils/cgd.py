@@ -7,7 +7,8 @@ Nocedal & Wright, Numerical Optimization, 2nd ed., ch. 3 and 5.
 
 All parameters form one vector for the dot products, but the state stays per tensor:
 state[p] holds exactly "prev_grad" and "direction" (2x the parameter bytes); the scalar
-bookkeeping lives in state["global"] as plain Python numbers.
+bookkeeping lives in state["global"] as plain Python numbers. Under FSDP2 (parameters are
+DTensor shards) the dot products and norms combine the ranks' parts, so every rank agrees.
 """
 
 import math
@@ -15,6 +16,8 @@ import weakref
 from functools import reduce
 
 import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 
 from .choices import check_choice
 
@@ -31,15 +34,31 @@ _FRESH_STATS = dict(step=0, n_evals=0, total_evals=0, n_restarts=0, since_restar
 
 def _dot(xs, ys) -> float:
     """Dot product of two tensor lists seen as flat vectors, without flattening copies."""
-    total = torch.zeros((), dtype=torch.float64, device=xs[0].device)
+    total = torch.zeros((), dtype=torch.float64, device=_local(xs[0]).device)
     for x, y in zip(xs, ys):
-        total += torch.dot(x.reshape(-1), y.reshape(-1)).to(total)
-    return float(total)
+        total += torch.dot(_local(x).reshape(-1), _local(y).reshape(-1)).to(total)
+    return float(_over_shards(total, xs, dist.ReduceOp.SUM))
 
 
 def _max_abs(xs) -> float:
-    norms = torch._foreach_norm(xs, math.inf)
-    return float(reduce(torch.maximum, [n.to(norms[0].device) for n in norms]))
+    norms = torch._foreach_norm([_local(x) for x in xs], math.inf)
+    return float(_over_shards(reduce(torch.maximum, [n.to(norms[0].device) for n in norms]), xs, dist.ReduceOp.MAX))
+
+
+def _local(x: torch.Tensor) -> torch.Tensor:
+    return x.to_local() if isinstance(x, DTensor) else x
+
+
+def _over_shards(value: torch.Tensor, xs, op) -> torch.Tensor:
+    """Combine the ranks' parts when the tensors are FSDP2 shards (DTensors), so every rank
+    gets the same number and takes the same decision; plain tensors are whole already."""
+    sharded = [isinstance(x, DTensor) for x in xs]
+    if not any(sharded):
+        return value
+    if not all(sharded):
+        raise RuntimeError("CGD needs all its parameters sharded alike (all DTensors, or none)")
+    dist.all_reduce(value, op=op, group=xs[0].device_mesh.get_group())
+    return value
 
 
 def _cubic_minimizer(t1, f1, s1, t2, f2, s2):
@@ -292,7 +311,7 @@ class CGD(torch.optim.Optimizer):
             slope = -gg
             stats.update(since_restart=1, restart_reason=reason, n_restarts=stats["n_restarts"] + 1)
         torch._foreach_sub_(directions, grads)
-        torch._foreach_copy_(prev_grads, grads)
+        torch._foreach_copy_([_local(g) for g in prev_grads], [_local(g) for g in grads])  # DTensor has no foreach copy
         return directions, slope
 
     def _scheduled_restart(self, group):

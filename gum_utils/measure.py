@@ -14,6 +14,7 @@ import time
 from contextlib import contextmanager
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from . import nvml
 
@@ -145,13 +146,18 @@ class StepTimer:
         return start.elapsed_time(end) / 1000
 
 
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """What this process holds of a tensor: under FSDP2 a parameter is a DTensor, and that is its shard."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
 def _storage_key(tensor: torch.Tensor):
-    storage = tensor.untyped_storage()
+    storage = _local(tensor).untyped_storage()
     return tensor.device, storage.data_ptr(), storage.nbytes()
 
 
 def tensor_bytes(tensors) -> int:
-    """Bytes of the distinct storages behind `tensors` (views and ties count once)."""
+    """Bytes of the distinct storages behind `tensors` (views and ties count once; local shards only)."""
     seen = {_storage_key(t) for t in tensors if isinstance(t, torch.Tensor)}
     return sum(nbytes for _, _, nbytes in seen)
 

@@ -3,7 +3,8 @@
 Every strategy reduces to the same loop over micro-batches (one for standard and
 checkpointing). The loss of the window is a sum over all its items (target tokens or
 samples) divided by the total count of real items in the window, so that 4 micro-batches
-of 4 give exactly the gradient of one batch of 16, padding included.
+of 4 give exactly the gradient of one batch of 16, padding included; over several processes
+the window spans every rank's micro-batches, so 2 ranks give the gradient of one process.
 """
 
 from contextlib import nullcontext
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 from . import STRATEGIES
 from .choices import check_choice
 from .data import count_items, split_batch
+from .distributed import SINGLE, Ranks
 
 
 @dataclass(frozen=True)
@@ -70,18 +72,23 @@ def summed_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
 
 
 def forward_backward(model: torch.nn.Module, micros: list[dict], window_items: int,
-                     precision=nullcontext) -> torch.Tensor:
+                     precision=nullcontext, ranks: Ranks = SINGLE) -> torch.Tensor:
     """Accumulate into .grad the gradient of the window's mean loss; return that loss (detached).
 
     `precision` is a context for the forward pass only (e.g. bfloat16 autocast), as autocast asks.
+    Over several processes (`ranks`), `window_items` counts the items of every rank's micro-batches,
+    gradients are synchronised on the last micro-batch only, and the loss returned is the sum over
+    ranks: the global window loss, the same on every rank (a line search decides on it).
     """
     window_loss = torch.zeros((), device=micros[0]["labels"].device)
-    for micro in micros:
-        with precision():
-            loss = summed_loss(model, micro) / window_items
-        loss.backward()
+    last = len(micros) - 1
+    for index, micro in enumerate(micros):
+        with ranks.gradient_sync(model, index == last):
+            with precision():
+                loss = summed_loss(model, micro) / window_items
+            ranks.backward(loss)
         window_loss += loss.detach()
-    return window_loss
+    return ranks.sum(window_loss)
 
 
 def window_items(micros: list[dict]) -> int:

@@ -17,7 +17,9 @@ MEMORY_PARTS = ("params", "grads", "optimizer_state", "activations")
 SUMMARY_COLUMNS = ["final_loss", "val_loss", "val_accuracy", "val_perplexity", "mean_step_time_s", "total_time_s",
                    "samples_per_s", "tokens_per_s", "peak_memory_bytes", "cuda_max_reserved_bytes",
                    "flops_per_step", "model_tflops_per_s", "mfu"]
-RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "steps", "dtype", "data", "error"] + SUMMARY_COLUMNS
+# world_size and parallel tell a multi-process run from a one-process one (parallel None there).
+RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "world_size", "parallel", "steps", "dtype", "data", "error"]
+               + SUMMARY_COLUMNS
                + [f"mem_{part}" for part in MEMORY_PARTS]
                + ["mem_total", "mean_cpu_percent", "mean_gpu_util_percent", "utilization_percent", "device",
                   "mean_gpu_power_w", "energy_j", "samples_seen_total", "path"])
@@ -65,6 +67,7 @@ def _run_row(identity: dict, result: RunResult, relative: Path) -> dict:
     gpu = usage.get("mean_gpu_util_percent")
     return {
         **identity, "micro_batch_size": result.config.get("micro_batch_size"),
+        "world_size": result.config.get("world_size", 1), "parallel": summary.get("parallel"),
         "steps": result.config.get("steps"), "dtype": result.config.get("dtype", "float32"),
         "data": result.config.get("data", "embedded"), "error": result.error,
         **{column: summary.get(column) for column in SUMMARY_COLUMNS}, **parts,
@@ -80,7 +83,7 @@ def _run_row(identity: dict, result: RunResult, relative: Path) -> dict:
 def _numeric(frame: pd.DataFrame, skip=()) -> pd.DataFrame:
     """JSON nulls arrive as None; make every measured column a float so means and plots work."""
     text = {"run", "profile", "regime", "arch", "optimizer", "strategy", "status", "error", "device", "path", "dtype",
-            "data", *skip}
+            "data", "parallel", *skip}
     for column in frame.columns.difference(list(text)):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame

@@ -4,6 +4,10 @@ The step is the loop a reader expects (closure = zero grads, forward/backward ov
 micro-batches; optimizer.step(closure)), timed and recorded. Failure is a result: a
 non-finite loss ends the run as `diverged`, running out of memory as `oom`, anything else
 that breaks mid-run as `error`; a bad configuration raises ValueError before anything runs.
+
+With `world_size` > 1 the run spans that many processes: `train()` in a plain process starts
+them with torchrun (`gum_utils.launch`) and returns what rank 0 wrote; inside each rank the same
+`Run` trains its shard of every batch (`gum_utils.distributed`).
 """
 
 import contextlib
@@ -15,9 +19,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, environment, flops, hub, learning_rates, measure, optim, strategies
+from . import (ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, distributed, environment, flops, hub, learning_rates,
+               measure, optim, strategies)
 from .choices import check_choice
 from .data import EMBEDDED_VOCABULARY, BatchStream, count_tokens, val_batches
+from .distributed import PARALLEL
 from .models import architecture, build_model
 from .results import RunResult
 
@@ -49,6 +55,8 @@ class RunConfig:
     tokenizer: str | None = None  # hub only: a tokenizer (ViT: image processor) id or directory
     pretrained: str | None = None  # a checkpoint id or save_pretrained directory to fine-tune
     sample_interval_s: float = 0.1
+    world_size: int = 1  # processes of one run (torchrun); batch_size is split across them
+    parallel: str = "ddp"  # world_size > 1: "ddp" replicates the model, "fsdp" shards it; 1 process keeps "ddp"
 
     def __post_init__(self):
         self.validate()
@@ -60,6 +68,7 @@ class RunConfig:
         check_choice("strategy", self.strategy, STRATEGIES)
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, DTYPES)
+        check_choice("parallel mode", self.parallel, PARALLEL)
         _require(isinstance(self.seed, int) and self.seed >= 0, f"seed must be an integer >= 0, got {self.seed!r}")
         _require(isinstance(self.steps, int) and self.steps >= 1, f"steps must be an integer >= 1, got {self.steps!r}")
         _require(isinstance(self.batch_size, int) and self.batch_size >= 1,
@@ -74,6 +83,7 @@ class RunConfig:
         _require(isinstance(self.fixed_batch, bool), f"fixed_batch must be True or False, got {self.fixed_batch!r}")
         _require(isinstance(self.optimizer_options, dict),
                  f"optimizer_options must be a dict, got {self.optimizer_options!r}")
+        self._validate_processes()
         self._validate_micro_batches()
         self._validate_data()
 
@@ -94,28 +104,46 @@ class RunConfig:
         _require(self.pretrained is None or not uses_text or self.data == "hub",
                  f"a pretrained {self.arch} needs its own tokenizer: use data='hub' with it")
 
+    def _validate_processes(self) -> None:
+        _require(isinstance(self.world_size, int) and not isinstance(self.world_size, bool) and self.world_size >= 1,
+                 f"world_size must be an integer >= 1 (processes of the run), got {self.world_size!r}")
+        # One process has nothing to shard: a result saying "fsdp" there would claim what did not happen.
+        _require(self.world_size > 1 or self.parallel == "ddp",
+                 f"parallel={self.parallel!r} needs world_size > 1; a one-process run keeps the default 'ddp' "
+                 "(and records no parallel mode)")
+        _require(self.batch_size % self.world_size == 0,
+                 f"batch_size={self.batch_size} must be divisible by world_size={self.world_size}: "
+                 "every rank trains on an equal share of the batch")
+
     def _validate_micro_batches(self) -> None:
-        micro = self.micro_batch_size
+        micro, share = self.micro_batch_size, self.rank_batch_size
+        whole = f"batch_size={self.batch_size}" if self.world_size == 1 else \
+            f"the per-rank batch {share} (batch_size={self.batch_size} / world_size={self.world_size})"
         if self.strategy != "accumulation":
-            _require(micro in (None, self.batch_size),
+            _require(micro in (None, share),
                      f"micro_batch_size is for strategy 'accumulation' only; {self.strategy!r} uses the whole "
-                     f"batch (leave micro_batch_size None or equal to batch_size={self.batch_size})")
+                     f"batch (leave micro_batch_size None or equal to {whole})")
             return
         _require(isinstance(micro, int) and micro >= 1,
                  f"strategy 'accumulation' needs micro_batch_size, an integer >= 1, got {micro!r}")
-        _require(micro < self.batch_size,
-                 f"accumulation needs micro_batch_size < batch_size (got {micro} and {self.batch_size}): "
+        smaller = "batch_size" if self.world_size == 1 else "the per-rank batch"
+        _require(micro < share,
+                 f"accumulation needs micro_batch_size < {smaller} (got {micro} and {whole}): "
                  "with one micro-batch it is the standard strategy")
-        _require(self.batch_size % micro == 0,
-                 f"micro_batch_size={micro} must divide batch_size={self.batch_size}")
+        _require(share % micro == 0, f"micro_batch_size={micro} must divide {whole}")
 
     @property
     def resolved_lr(self) -> float:
         return self.lr if self.lr is not None else learning_rates.default_lr(self.arch, self.optimizer)
 
     @property
+    def rank_batch_size(self) -> int:
+        """Samples per step on each process (all of them on one)."""
+        return self.batch_size // self.world_size
+
+    @property
     def effective_micro_batch_size(self) -> int:
-        return self.micro_batch_size or self.batch_size
+        return self.micro_batch_size or self.rank_batch_size
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -199,7 +227,9 @@ class Run:
 
     def __init__(self, config: RunConfig):
         self.config = config
-        self.device = resolve_device(config.device)
+        # One process, or this rank of a torchrun launch (on a GPU machine, the GPU of LOCAL_RANK).
+        self.ranks = distributed.join(config.world_size, config.parallel, resolve_device(config.device))
+        self.device = self.ranks.device
         self.result = RunResult(config=config.to_dict(), environment=environment.describe(self.device))
         self._batches = None
         self.model = None
@@ -224,9 +254,11 @@ class Run:
         micros, counts = self.next_step_batches()
         self.flops_per_step = self.step_flops(micros, counts[0])  # before checkpointing: model FLOPs
         strategies.prepare_model(self.model, config.strategy)
+        self.activations, unused = self.activation_bytes(micros, counts[0])
+        # Metered on the plain model, this rank's micro-batch only; then wrapped for the ranks.
+        self.model = distributed.wrap(self.model, self.ranks, unused_parameters=unused)
         self.optimizer = optim.build_optimizer(config.optimizer, self.model.parameters(), config.resolved_lr,
                                                **config.optimizer_options)
-        self.activations = self.activation_bytes(micros, counts[0])
 
     def splits(self):
         """(train, val, masking vocabulary): None for the embedded splits, else read from the hub."""
@@ -245,16 +277,18 @@ class Run:
         """The next step's micro-batches on the device, and its (items, samples, tokens) counts.
 
         Setup fetched the first step's batches already; the loop asks for each following step's.
+        Over several processes the micro-batches are this rank's share and the counts the sums over ranks.
         """
         if self._batches is None or not self.config.fixed_batch:
-            batch = next(self.stream)
+            batch = self.ranks.shard(next(self.stream))
             micros = strategies.micro_batches(batch, self.config.strategy, self.config.effective_micro_batch_size)
-            counts = (strategies.window_items(micros), batch["labels"].shape[0], count_tokens(batch))
+            counts = self.ranks.sum_counts(
+                (strategies.window_items(micros), batch["labels"].shape[0], count_tokens(batch)))
             self._batches = [_to_device(m, self.device) for m in micros], counts
         return self._batches
 
     def forward_backward(self, micros, items):
-        return strategies.forward_backward(self.model, micros, items, self.precision)
+        return strategies.forward_backward(self.model, micros, items, self.precision, self.ranks)
 
     def step(self, micros, items):
         def closure():
@@ -264,18 +298,20 @@ class Run:
         return self.optimizer.step(closure)
 
     def step_flops(self, micros, items) -> int:
-        """Model FLOPs of one step, counted on its first micro-batch (all have its shape)."""
-        counted = flops.count_flops(lambda: self.forward_backward(micros[:1], items))
+        """Model FLOPs of one step (all ranks), counted on this rank's first micro-batch (all have its shape)."""
+        counted = flops.count_flops(lambda: strategies.forward_backward(self.model, micros[:1], items, self.precision))
         self.model.zero_grad(set_to_none=True)
-        return counted * len(micros)
+        return counted * len(micros) * self.ranks.world_size
 
-    def activation_bytes(self, micros, items) -> int:
-        """Bytes saved for backward by one micro-batch, metered in an untimed pass before training."""
+    def activation_bytes(self, micros, items) -> tuple[int, bool]:
+        """Bytes saved for backward by one micro-batch, metered in an untimed pass before training
+        (on the model not yet wrapped: no collectives); and whether a parameter got no gradient."""
         meter = measure.SavedTensorMeter(self.model)
         with meter.recording():
-            self.forward_backward(micros[:1], items)
-        self.optimizer.zero_grad(set_to_none=True)
-        return meter.bytes
+            strategies.forward_backward(self.model, micros[:1], items, self.precision)
+        unused = any(p.grad is None for p in self.model.parameters() if p.requires_grad)
+        self.model.zero_grad(set_to_none=True)
+        return meter.bytes, unused
 
     def evaluate_into_result(self, step: int):
         samples_seen = self.result.records[-1]["samples_seen"] if self.result.records else 0
@@ -334,8 +370,17 @@ def train(config: RunConfig) -> RunResult:
 
 
 def train_model(config: RunConfig):
-    """As `train`, and also return the trained model (None if it could not be built)."""
+    """As `train`, and also return the trained model (None if it could not be built).
+
+    A multi-process config in a plain process is launched with torchrun; the model returned
+    then is a fresh one holding the full state rank 0 saved. Inside a rank, the model is
+    that rank's wrapped (DDP) or sharded (FSDP2) one, and a failure raises RankFailed.
+    """
     config.validate()
+    if config.world_size > 1 and not distributed.launched_as_rank():
+        from .launch import launch
+
+        return launch(config)
     run = Run(config)
     started = time.perf_counter()
     sampler = measure.Sampler(run.device, config.sample_interval_s)
@@ -349,7 +394,10 @@ def train_model(config: RunConfig):
         run.result.error = "".join(traceback.format_exception_only(type(error), error)).strip()
         run.result.environment["traceback"] = traceback.format_exc()
     _summarise(run.result, time.perf_counter() - started, sampler, run.device)
-    _add_flops(run.result, getattr(run, "flops_per_step", None), config.dtype)
+    _add_flops(run.result, getattr(run, "flops_per_step", None), config.dtype, run.ranks.world_size)
+    if run.ranks.world_size > 1 and run.result.status in ("oom", "error"):
+        raise distributed.RankFailed(run.result)  # its peers may wait in a collective: end the launch
+    run.result.summary.update(distributed.gather_memory(run.result.summary, run.result.memory, run.ranks))
     return run.result, run.model
 
 
@@ -380,12 +428,16 @@ def _summarise(result: RunResult, total_time_s: float, sampler: measure.Sampler,
     }
 
 
-def _add_flops(result: RunResult, flops_per_step: int | None, dtype: str) -> None:
-    """Counted model FLOPs per step, the FLOP/s achieved, and MFU where the device's peak is known."""
+def _add_flops(result: RunResult, flops_per_step: int | None, dtype: str, world_size: int = 1) -> None:
+    """Counted model FLOPs per step, the FLOP/s achieved, and MFU where the device's peak is known.
+
+    Over several processes the FLOPs are those of all ranks, and the peak that of all their devices.
+    """
     step_time = result.summary.get("mean_step_time_s")
     precision = flops.matmul_precision(dtype)
     peak = flops.peak_tflops(result.environment.get("device_name"), precision) \
         if result.environment.get("device", "").startswith("cuda") else None
+    peak = peak * world_size if peak is not None else None
     result.summary.update({
         "flops_per_step": flops_per_step,
         "model_tflops_per_s": flops_per_step / step_time / 1e12 if flops_per_step and step_time else None,

@@ -1,0 +1,109 @@
+"""A multi-process run started from a plain process: torchrun runs the ranks, rank 0 leaves the result.
+
+`train()` hands a config with `world_size` > 1 to `launch`, which runs
+`torchrun --nproc_per_node=world_size -m gum_utils.launch FOLDER` and waits. Each rank trains
+(`train_model` inside a process group); rank 0 writes the RunResult and the model's full state
+into FOLDER, and `launch` reads them back: the result, and a freshly built model holding that
+state (for a notebook's look at what it learned). So a notebook or the grid needs nothing
+beyond the parameters. A rank that fails writes its own result and exits, which ends the launch.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .results import RunResult
+
+CONFIG, RESULT, STATE = "config.json", "result.json", "model.pt"
+OUTPUT_TAIL = 4000  # characters of torchrun's output kept in an error result
+
+
+def command(world_size: int, folder: Path) -> list[str]:
+    # --standalone: a rendezvous on a free local port, so parallel grid workers never collide.
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}",
+            "-m", "gum_utils.launch", str(folder)]
+
+
+def _environment(world_size: int) -> dict:
+    """The ranks import this very gum_utils, wherever the caller found it, and share its CPU threads."""
+    import torch
+
+    package_root = str(Path(__file__).resolve().parent.parent)
+    paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    threads = max(1, torch.get_num_threads() // world_size)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "OMP_NUM_THREADS": str(threads)}
+
+
+def _check_devices(config) -> None:
+    import torch
+
+    if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available()):
+        count = torch.cuda.device_count()
+        if config.world_size > count:
+            raise ValueError(f"world_size={config.world_size} needs one GPU per process; torch sees {count}")
+
+
+def launch(config):
+    """Run `config` over `config.world_size` processes; return (RunResult, model or None) as train_model does."""
+    _check_devices(config)
+    with tempfile.TemporaryDirectory(prefix="gum-ranks-") as folder:
+        folder = Path(folder)
+        (folder / CONFIG).write_text(json.dumps(config.to_dict()))
+        done = subprocess.run(command(config.world_size, folder), env=_environment(config.world_size),
+                              capture_output=True, text=True)
+        if (folder / RESULT).exists():
+            return RunResult.from_json(folder / RESULT), _load_model(config, folder / STATE)
+        return _failed_result(config, folder, done), None
+
+
+def _load_model(config, path: Path):
+    import torch
+
+    from .models import build_model
+
+    model = build_model(config.arch, config.size)
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return model
+
+
+def _failed_result(config, folder: Path, done: subprocess.CompletedProcess) -> RunResult:
+    """The first failed rank's own result, else an error result with the end of torchrun's output."""
+    failed = sorted(folder.glob("failed-rank*.json"))
+    if failed:
+        return RunResult.from_json(failed[0])
+    output = (done.stdout + done.stderr)[-OUTPUT_TAIL:]
+    return RunResult(config=config.to_dict(), status="error",
+                     error=f"torchrun exited with status {done.returncode} and no result:\n{output}",
+                     summary={"world_size": config.world_size, "parallel": config.parallel})
+
+
+def main(argv=None) -> int:
+    """One rank: train the config in FOLDER; rank 0 saves the result and the full model state there."""
+    from . import distributed
+    from .train import RunConfig, train_model
+
+    folder = Path((argv or sys.argv[1:])[0])
+    config = RunConfig.from_dict(json.loads((folder / CONFIG).read_text()))
+    try:
+        result, model = train_model(config)
+    except distributed.RankFailed as failed:
+        rank = os.environ.get("RANK", "0")
+        failed.result.error = f"rank {rank}: {failed.result.error}"
+        failed.result.to_json(folder / f"failed-rank{rank}.json")
+        return 1
+    state = distributed.full_state_dict(model)
+    if distributed.rank() == 0:
+        import torch
+
+        torch.save(state, folder / STATE)
+        result.to_json(folder / RESULT)  # last: its presence says the run finished
+    return 0
+
+
+if __name__ == "__main__":
+    from . import distributed
+
+    distributed.end_rank(main())
