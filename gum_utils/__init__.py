@@ -8,6 +8,7 @@ ARCHITECTURES = ("vit", "modernbert", "llama", "nanovlm")
 OPTIMIZERS = ("sgd", "adam", "adagrad", "adadelta", "cgd")
 STRATEGIES = ("standard", "checkpointing", "accumulation")
 SIZES = ("tiny", "paper")
+PARALLEL = ("ddp", "fsdp")  # how one run spans several processes (gum_utils.distributed)
 
-__all__ = ["ARCHITECTURES", "OPTIMIZERS", "STRATEGIES", "SIZES"]
+__all__ = ["ARCHITECTURES", "OPTIMIZERS", "STRATEGIES", "SIZES", "PARALLEL"]
 __version__ = "0.1.0"

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-PARALLEL = ("ddp", "fsdp")
 # A rank that died leaves its peers waiting in a collective; torchrun ends them sooner, this is the backstop.
 TIMEOUT = datetime.timedelta(minutes=10)
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")

@@ -38,6 +38,7 @@ from pathlib import Path
 from .cell import KERNEL_ENV  # noqa: F401 (the book's kernels take it from here)
 from .cell import STARTED_TOPIC, CellFailed, CellJob, code_fingerprint, error_result, run_cell
 from .profiles import Cell, Profile, cells, profile as get_profile, PROFILES, sweep_cells
+from . import PARALLEL
 from .hub import DATA_SOURCES
 from .results import RunResult
 from .tuning import TuningError
@@ -268,7 +269,7 @@ def stage_tasks(prof: Profile, stage: str, out_root: Path, jobs: int, archs=None
         return plan(prof, out_root, sweep_cells(prof, archs, optimizers), jobs, "sweep")
     selected = cells(prof, archs, optimizers, strategies, seeds)
     lrs = chosen_lrs(prof, out_root, archs, optimizers) if stage == "tuned" else None
-    return plan(prof, out_root, selected, jobs, stage, lrs)
+    return plan(prof, out_root, selected, jobs, prof.regime(stage), lrs)
 
 
 def log_stage(path: Path, row: dict) -> None:
@@ -320,6 +321,9 @@ def main(argv=None) -> int:
     parser.add_argument("--optimizer", nargs="*", help="a subset of optimizers")
     parser.add_argument("--strategy", nargs="*", help="a subset of strategies")
     parser.add_argument("--seed", nargs="*", type=int, help="seeds (default: the profile's)")
+    parser.add_argument("--world-size", type=int, default=1,
+                        help="processes per run (torchrun; one per GPU): its runs form the regime <stage>-<parallel><N>")
+    parser.add_argument("--parallel", choices=PARALLEL, default="ddp", help="with --world-size > 1: ddp or fsdp (FSDP2)")
     parser.add_argument("--data", choices=DATA_SOURCES,
                         help="embedded data or datasets by name from the hub (default: the profile's)")
     parser.add_argument("--force", action="store_true", help="redo cells that are already done")
@@ -339,6 +343,10 @@ def main(argv=None) -> int:
     prof = get_profile(args.profile)
     if args.data:
         prof = dataclasses.replace(prof, data=args.data)
+    if args.world_size < 1:
+        parser.error("--world-size must be >= 1")
+    if args.world_size > 1:
+        prof = dataclasses.replace(prof, world_size=args.world_size, parallel=args.parallel)
     stages = [stage for stage in STAGES if stage in (args.stage or prof.stages)]
     unknown = [stage for stage in stages if stage not in prof.stages]
     if unknown:

@@ -29,6 +29,8 @@ class Profile:
     eval_samples: int = 256
     device: str = "auto"
     data: str = "embedded"  # or "hub": datasets by name (gum_utils.hub); `--data` overrides it
+    world_size: int = 1  # processes per run (torchrun); `--world-size` and `--parallel` set them
+    parallel: str = "ddp"
     sweep_steps: int | None = None  # None: no tuning stage
     sweep_factors: tuple = SWEEP_FACTORS
     sweep_seeds: tuple = (0,)
@@ -38,6 +40,13 @@ class Profile:
     def stages(self) -> tuple:
         """The grid's stages in the order they must run: the tuned grid needs the sweep's answer."""
         return ("shared", "sweep", "tuned") if self.sweep_steps else ("shared",)
+
+    def regime(self, stage: str) -> str:
+        """The folder a stage's runs go to: multi-process runs form a regime of their own beside
+        the one-process runs (e.g. `shared-fsdp2`). The sweep only picks rates: one process."""
+        if stage == "sweep" or self.world_size == 1:
+            return stage
+        return f"{stage}-{self.parallel}{self.world_size}"
 
     def run_parameters(self, arch: str, optimizer: str, strategy: str, seed: int, lr: float | None = None) -> dict:
         """The notebook parameters (RunConfig fields) of one cell of this profile's grid.
@@ -54,12 +63,16 @@ class Profile:
             "eval_every": self.eval_every, "eval_samples": self.eval_samples, "device": self.device,
             "data": self.data,
         }
+        if self.world_size > 1:
+            parameters.update(world_size=self.world_size, parallel=self.parallel)
         return parameters if lr is None else dict(parameters, lr=lr)
 
     def sweep_parameters(self, arch: str, optimizer: str, seed: int, lr: float) -> dict:
         """A sweep run: standard strategy, `sweep_steps` steps, validated once at the end."""
-        return dict(self.run_parameters(arch, optimizer, "standard", seed, lr), steps=self.sweep_steps,
-                    eval_every=None)
+        parameters = dict(self.run_parameters(arch, optimizer, "standard", seed, lr), steps=self.sweep_steps,
+                          eval_every=None)
+        parameters.pop("world_size", None), parameters.pop("parallel", None)
+        return parameters
 
 
 PROFILES = {

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import (ARCHITECTURES, OPTIMIZERS, SIZES, STRATEGIES, distributed, environment, flops, hub, learning_rates,
-               measure, optim, strategies)
+from . import (ARCHITECTURES, OPTIMIZERS, PARALLEL, SIZES, STRATEGIES, distributed, environment, flops, hub,
+               learning_rates, measure, optim, strategies)
 from .choices import check_choice
 from .data import EMBEDDED_VOCABULARY, BatchStream, count_tokens, val_batches
-from .distributed import PARALLEL
 from .models import architecture, build_model
 from .results import RunResult
 
