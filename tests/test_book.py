@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from gum_utils import STRATEGIES, book
+from gum_utils.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_SOURCES = ("_config.yml", "intro.md", "methods.md", "appendix.md", "templates", "_static")
 ARCH, OPTIMIZERS, PROFILE = "vit", ("sgd", "adam"), "smoke"
+MULTI = "shared-ddp2"  # the regime of runs over two processes (DDP)
 REPORT = f"report/{PROFILE}"
 ANALYSIS_PAGES = [f"{REPORT}/setup", f"{REPORT}/architecture-{ARCH}", f"{REPORT}/overview", f"{REPORT}/claims",
                   f"{REPORT}/environment"]
@@ -42,10 +44,13 @@ def copy_book_sources(target: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory):
-    """(book directory, html directory) of a book built from six fresh smoke runs."""
+    """(book directory, html directory) of a book built from six fresh smoke runs and one run
+    over two processes (a regime of its own)."""
     book_dir = copy_book_sources(tmp_path_factory.mktemp("book"))
     run_module("gum_utils.grid", "--profile", PROFILE, "--out", str(book_dir / "runs"), "--arch", ARCH,
                "--optimizer", *OPTIMIZERS, "--jobs", "2")
+    run_module("gum_utils.grid", "--profile", PROFILE, "--out", str(book_dir / "runs"), "--arch", ARCH,
+               "--optimizer", OPTIMIZERS[0], "--strategy", "standard", "--stage", "shared", "--world-size", "2")
     done = run_module("gum_utils.book", "--profile", PROFILE, "--book-dir", str(book_dir))
     html = book_dir / "_build" / "html"
     assert str(html / "index.html") in done.stdout  # the command says where the book is
@@ -83,6 +88,17 @@ def test_every_chapter_is_in_the_html(built_book):
     assert "claims, checked" in (html / REPORT / "claims.html").read_text()
     appendix = (html / REPORT / f"runs-{ARCH}.html").read_text()
     assert all(f"{optimizer} · {strategy} · seed 0" in appendix for optimizer in OPTIMIZERS for strategy in STRATEGIES)
+
+
+@pytest.mark.slow
+def test_a_run_over_two_processes_is_shown_beside_the_one_process_runs(built_book):
+    book_dir, html = built_book
+    result = RunResult.from_json(book_dir / "runs" / PROFILE / MULTI / ARCH / f"{OPTIMIZERS[0]}-standard-s0.json")
+    assert result.status == "ok", result.error
+    assert result.summary["world_size"] == 2 and result.summary["parallel"] == "ddp"
+    chapter = (html / REPORT / f"architecture-{ARCH}.html").read_text()
+    assert f"{MULTI} regime" in chapter and "shared regime" in chapter
+    assert (html / "runs" / PROFILE / MULTI / ARCH / f"{OPTIMIZERS[0]}-standard-s0.html").exists()
 
 
 @pytest.mark.slow

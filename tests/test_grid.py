@@ -113,12 +113,3 @@ def test_multi_process_runs_form_a_regime_of_their_own_and_the_sweep_stays_one_p
     assert "world_size" not in fsdp.sweep_parameters("vit", "sgd", 0, 0.1)
     assert "world_size" not in profile("cpu").run_parameters("vit", "sgd", "standard", 0)  # one process: as before
 
-
-def test_the_grid_launches_a_cell_over_two_processes(tmp_path):
-    code = grid.main(["--profile", "smoke", "--out", str(tmp_path), "--stage", "shared", "--world-size", "2",
-                      "--arch", "vit", "--optimizer", "sgd", "--strategy", "standard"])
-    assert code == 0
-    result = RunResult.from_json(tmp_path / "smoke" / "shared-ddp2" / "vit" / "sgd-standard-s0.json")
-    assert result.status == "ok", result.error
-    assert result.summary["world_size"] == 2 and result.summary["parallel"] == "ddp"
-    assert len(result.records) == profile("smoke").steps
