@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from .choices import check_choice
+from .measure import local_shard as _local
 
 BETA_RULES = ("pr+", "fr", "hs", "dy")
 LINE_SEARCHES = (None, "armijo", "strong_wolfe")
@@ -43,10 +44,6 @@ def _dot(xs, ys) -> float:
 def _max_abs(xs) -> float:
     norms = torch._foreach_norm([_local(x) for x in xs], math.inf)
     return float(_over_shards(reduce(torch.maximum, [n.to(norms[0].device) for n in norms]), xs, dist.ReduceOp.MAX))
-
-
-def _local(x: torch.Tensor) -> torch.Tensor:
-    return x.to_local() if isinstance(x, DTensor) else x
 
 
 def _over_shards(value: torch.Tensor, xs, op) -> torch.Tensor:

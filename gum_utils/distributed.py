@@ -39,10 +39,6 @@ class Ranks:
     world_size: int = 1
     parallel: str | None = None  # None: one process, nothing to split
 
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
     def shard(self, batch: dict) -> dict:
         """This rank's contiguous slice of the global batch, in its own storage (as a loader gives)."""
         if self.world_size == 1:

@@ -27,7 +27,8 @@ PEAK_TFLOPS = {
     "A10": {"float32": 31.2, "tf32": 62.5, "bfloat16": 125.0},
 }
 METHOD = ("torch.utils.flop_counter.FlopCounterMode, one forward+backward of the step's micro-batches "
-          "without checkpoint recomputation; matmuls, attention and convolutions only")
+          "without checkpoint recomputation (nor a line search's extra evaluations, so CGD's MFU is a lower "
+          "bound); matmuls, attention and convolutions only")
 
 
 def _attention_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:

@@ -64,8 +64,7 @@ def source(arch: str, dataset: str | None = None, tokenizer: str | None = None,
 
     base = DEFAULT_DATA[arch]
     if dataset:
-        local = Path(dataset).expanduser().exists()
-        name, _, subset = (dataset, "", "") if local else dataset.partition(":")
+        name, _, subset = (dataset, "", "") if _is_local(dataset) else dataset.partition(":")
         base = replace(base, dataset=name, subset=subset or None)
     processor = tokenizer or pretrained
     if processor:
@@ -135,15 +134,17 @@ def split_rows(splits: dict, split: str, limit: int | None):
         raise ValueError(f"the dataset has no train split; it has {', '.join(splits)}")
     held = next((name for name in VAL_SPLITS if name in splits), None)
     if split == "val":
-        return itertools.islice(splits[held] if held else splits["train"], limit)
+        if held is None:  # the held-out head only, whatever the limit: it must not reach the training rows
+            return itertools.islice(splits["train"], HELD_OUT if limit is None else min(limit, HELD_OUT))
+        return itertools.islice(splits[held], limit)
     skip = 0 if held else HELD_OUT
     return itertools.islice(splits["train"], skip, None if limit is None else skip + limit)
 
 
-def _load_pretrained(loader, name: str, what: str):
+def _load_pretrained(loader, name: str, what: str, **options):
     path = _require_local_or_hub(name, what, HOW_MODEL.format(cls=loader.__name__))
     try:
-        return loader.from_pretrained(str(path) if path else name)
+        return loader.from_pretrained(str(path) if path else name, **options)
     except OSError as exc:  # gated, unknown id, not in the offline cache, an incomplete directory
         raise RuntimeError(f"could not load {what} {name!r} ({exc}); "
                            + HOW_MODEL.format(cls=loader.__name__)) from exc
@@ -162,7 +163,10 @@ def load_image_processor(name: str):
 
 
 def load_model(model_class, name: str):
-    return _load_pretrained(model_class, name, "pretrained model")
+    import torch
+
+    # float32 weights and optimizer state, as every run records (from_pretrained would keep the checkpoint's dtype)
+    return _load_pretrained(model_class, name, "pretrained model", dtype=torch.float32)
 
 
 # ------------------------------------------------------------------ encoding
@@ -274,8 +278,10 @@ def nanovlm_shape(model_config, base: DataShape) -> DataShape:
     """The image size and <image> count the model's own config implies (pretrained ones differ)."""
     from dataclasses import replace
 
+    from .models import image_tokens
+
     vision = model_config.vision_config
-    tokens = (vision.image_size // vision.patch_size) ** 2 // model_config.scale_factor ** 2
+    tokens = image_tokens(vision.image_size, vision.patch_size, model_config.scale_factor)
     return replace(base, image_size=vision.image_size, image_seq_len=tokens)
 
 

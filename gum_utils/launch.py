@@ -64,7 +64,7 @@ def _load_model(config, path: Path):
 
     from .models import build_model
 
-    model = build_model(config.arch, config.size)
+    model = build_model(config.arch, config.size, config.pretrained)  # a checkpoint's own shape
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return model
 

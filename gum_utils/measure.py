@@ -146,13 +146,13 @@ class StepTimer:
         return start.elapsed_time(end) / 1000
 
 
-def _local(tensor: torch.Tensor) -> torch.Tensor:
+def local_shard(tensor: torch.Tensor) -> torch.Tensor:
     """What this process holds of a tensor: under FSDP2 a parameter is a DTensor, and that is its shard."""
     return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
 def _storage_key(tensor: torch.Tensor):
-    storage = _local(tensor).untyped_storage()
+    storage = local_shard(tensor).untyped_storage()
     return tensor.device, storage.data_ptr(), storage.nbytes()
 
 

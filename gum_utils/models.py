@@ -136,7 +136,7 @@ def _nanovlm_paper() -> SmolVLMConfig:
     return _nanovlm(siglip_b16, smollm2_135m)
 
 
-def _image_tokens(image_size: int, patch_size: int, scale_factor: int = 2) -> int:
+def image_tokens(image_size: int, patch_size: int, scale_factor: int = 2) -> int:
     return (image_size // patch_size) ** 2 // scale_factor**2
 
 
@@ -156,8 +156,8 @@ REGISTRY = {
     ),
     "nanovlm": Architecture(
         "nanovlm", "visual question answering", SmolVLMForConditionalGeneration, _nanovlm_tiny, _nanovlm_paper,
-        DataShape(image_size=56, channels=3, seq_len=48, image_seq_len=_image_tokens(56, 7)),
-        DataShape(image_size=224, channels=3, seq_len=96, image_seq_len=_image_tokens(224, 16)),
+        DataShape(image_size=56, channels=3, seq_len=48, image_seq_len=image_tokens(56, 7)),
+        DataShape(image_size=224, channels=3, seq_len=96, image_seq_len=image_tokens(224, 16)),
         "lusxvr/nanoVLM-222M",
     ),
 }

@@ -80,7 +80,8 @@ def test_a_dataset_without_a_validation_split_holds_its_first_rows_back():
     splits = {"train": rows}
     held = [r["text"] for r in hub.split_rows(splits, "val", None)]
     trained = [r["text"] for r in hub.split_rows(splits, "train", None)]
-    assert trained == ["512", "513", "514"] and not set(held[: hub.HELD_OUT]) & set(trained)
+    assert trained == ["512", "513", "514"] and len(held) == hub.HELD_OUT and not set(held) & set(trained)
+    assert len(list(hub.split_rows(splits, "val", 10 * hub.HELD_OUT))) == hub.HELD_OUT  # never into training rows
 
 
 def test_a_missing_local_dataset_fails_at_once_naming_the_fix(tmp_path):
