@@ -349,6 +349,8 @@ class BatchStream:
         self.arch, self.batch_size, self.seed, self.vocab = arch, batch_size, seed, vocab
         self._data = prepared if prepared is not None else _clean(arch, split, _relevant(arch, shape))
         self.epoch_size = split_size(self._data)
+        self._row_items, self._row_tokens = _row_counts(self._data)
+        self.last_counts = (0, 0, 0)
         self._order_rng, self._mask_rng = np.random.default_rng(seed), _mask_rng(seed)
         self._order, self._pos, self.epoch = np.empty(0, dtype=np.int64), 0, 0
 
@@ -379,10 +381,31 @@ class BatchStream:
             take = self._order[self._pos : self._pos + need]
             self._pos, need = self._pos + len(take), need - len(take)
             parts.append(take)
-        idx = torch.from_numpy(np.concatenate(parts))
-        idx = idx.to(next(iter(self._data.values())).device)
+        order = np.concatenate(parts)
+        idx, device = torch.from_numpy(order), next(iter(self._data.values())).device
+        if device.type == "cuda":  # from pinned memory: the copy does not wait for the running step
+            idx = idx.pin_memory().to(device, non_blocking=True)
         batch = {k: v[idx] for k, v in self._data.items()}  # indexing copies
-        return _mlm_mask(batch, self._mask_rng, self.vocab) if self.arch == "modernbert" else batch
+        if self.arch == "modernbert":
+            batch = _mlm_mask(batch, self._mask_rng, self.vocab)
+        self.last_counts = self._counts(order, batch)
+        return batch
+
+    def _counts(self, order: np.ndarray, batch: dict) -> tuple:
+        """(supervised items, samples, tokens) of the batch, counted on the host: reading them off
+        a batch on the GPU would make the host wait for the step in flight."""
+        items = count_items(batch) if self._row_items is None else int(self._row_items[order].sum())
+        tokens = int(self._row_tokens[order].sum()) if self._row_tokens is not None else 0
+        return items, len(order), tokens
+
+
+def _row_counts(split: dict) -> tuple:
+    """Per row, its supervised items and tokens (None where masking draws the targets per batch)."""
+    tokens = split["attention_mask"].sum(1).numpy() if "attention_mask" in split else None
+    if "labels" not in split:
+        return None, tokens
+    labels = split["labels"]
+    return (labels != IGNORE_INDEX).reshape(len(labels), -1).sum(1).numpy(), tokens
 
 
 def split_size(split: dict) -> int:

@@ -52,11 +52,6 @@ class Ranks:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
-    def sum_counts(self, counts: tuple) -> tuple:
-        if self.world_size == 1:
-            return counts
-        return tuple(self.sum(torch.tensor(counts, dtype=torch.int64, device=self.device)).tolist())
-
     def gather(self, value) -> list:
         """Every rank's `value`, in rank order (on every rank: small Python objects only)."""
         if self.world_size == 1:

@@ -22,7 +22,7 @@ import torch
 from . import (ARCHITECTURES, OPTIMIZERS, PARALLEL, SIZES, STRATEGIES, distributed, environment, flops, hub,
                learning_rates, measure, optim, strategies)
 from .choices import check_choice
-from .data import EMBEDDED_VOCABULARY, BatchStream, count_tokens, val_batches
+from .data import EMBEDDED_VOCABULARY, BatchStream, val_batches
 from .models import architecture, build_model
 from .results import RunResult
 
@@ -276,13 +276,13 @@ class Run:
         """The next step's micro-batches on the device, and its (items, samples, tokens) counts.
 
         Setup fetched the first step's batches already; the loop asks for each following step's.
-        Over several processes the micro-batches are this rank's share and the counts the sums over ranks.
+        Over several processes the micro-batches are this rank's share, the counts those of the whole batch.
         """
         if self._batches is None or not self.config.fixed_batch:
-            batch = self.ranks.shard(next(self.stream))
+            batch = next(self.stream)
+            counts = self.stream.last_counts  # of the whole batch, all ranks' shares: every rank draws it
+            batch = self.ranks.shard(batch)
             micros = strategies.micro_batches(batch, self.config.strategy, self.config.effective_micro_batch_size)
-            counts = self.ranks.sum_counts(
-                (strategies.window_items(micros), batch["labels"].shape[0], count_tokens(batch)))
             self._batches = [_to_device(m, self.device) for m in micros], counts
         return self._batches
 

@@ -259,3 +259,11 @@ def test_the_training_split_goes_to_the_gpu_only_where_it_fits():
     assert not keeps_split_on_device(stream, torch.device("cpu"), free_bytes=free)
     masked = D.BatchStream("modernbert", "train", TINY["modernbert"], batch_size=4)
     assert not keeps_split_on_device(masked, cuda, free_bytes=10**12)
+
+
+@pytest.mark.parametrize("arch", D.ARCHS)
+def test_a_streams_host_side_counts_equal_the_batch_counted(arch):
+    stream = D.BatchStream(arch, "train", TINY[arch], batch_size=5, seed=3)
+    for _ in range(3):
+        batch = next(stream)
+        assert stream.last_counts == (D.count_items(batch), 5, D.count_tokens(batch))
