@@ -246,7 +246,9 @@ class Run:
         train_split, val_split, vocab = self.splits()
         self.stream = BatchStream(config.arch, "train", self.shape, config.batch_size, config.seed,
                                   prepared=train_split, vocab=vocab)
+        self.device_data_bytes = 0  # counted in the GPU's peak memory where the split lives there
         if keeps_split_on_device(self.stream, self.device):
+            self.device_data_bytes = self.stream.nbytes
             self.stream.to(self.device)
         self.val = [_to_device(b, self.device) for b in val_batches(
             config.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples, prepared=val_split)]
@@ -339,7 +341,7 @@ class Run:
         """
         config = self.config
         micros, counts = self._batches
-        pending = None
+        self.pending = None  # the step launched last, its loss not yet read
         for step in range(1, config.steps + 1):
             start = self.timer.mark()
             loss = self.step(micros, counts[0])
@@ -347,20 +349,25 @@ class Run:
             if step == 1:
                 self.result.memory = measure.memory_breakdown(self.model, self.optimizer, self.activations)
             upcoming = self.next_step_batches() if step < config.steps else None
-            if pending is not None and not self.record(*pending):
+            if not self.record_pending():
                 return
-            pending = (step, loss.detach(), start, end, counts)
+            self.pending = (step, loss.detach(), start, end, counts)
             if upcoming is None:
                 break
             micros, counts = upcoming
             if config.eval_every and step % config.eval_every == 0:
-                if not self.record(*pending):
+                if not self.record_pending():
                     return
-                pending = None
                 self.evaluate_into_result(step)
-        if pending is not None and not self.record(*pending):
+        if not self.record_pending():
             return
         self.evaluate_into_result(config.steps)
+
+    def record_pending(self) -> bool:
+        """Record the step launched last, if any (also when a later step failed: it finished).
+        False where its loss was not finite."""
+        pending, self.pending = getattr(self, "pending", None), None
+        return pending is None or self.record(*pending)
 
 
 def train(config: RunConfig) -> RunResult:
@@ -389,15 +396,25 @@ def train_model(config: RunConfig):
         with sampler:
             run.loop()
     except Exception as error:  # a failed run is a result too; the grid goes on
+        _keep_last_finished_step(run)
         run.result.status = "oom" if _is_oom(error) else "error"
         run.result.error = "".join(traceback.format_exception_only(type(error), error)).strip()
         run.result.environment["traceback"] = traceback.format_exc()
     _summarise(run.result, time.perf_counter() - started, sampler, run.device)
+    run.result.summary["device_data_bytes"] = getattr(run, "device_data_bytes", 0)
     _add_flops(run.result, getattr(run, "flops_per_step", None), config.dtype, run.ranks.world_size)
     if run.ranks.world_size > 1 and run.result.status in ("oom", "error"):
         raise distributed.RankFailed(run.result)  # its peers may wait in a collective: end the launch
     run.result.summary.update(distributed.gather_memory(run.result.summary, run.result.memory, run.ranks))
     return run.result, run.model
+
+
+def _keep_last_finished_step(run: Run) -> None:
+    """The step before the failing one finished: its record belongs in the result."""
+    try:
+        run.record_pending()
+    except Exception:  # a broken device may refuse even that; the failure itself is what matters
+        pass
 
 
 def _summarise(result: RunResult, total_time_s: float, sampler: measure.Sampler, device: torch.device) -> None:

@@ -130,3 +130,21 @@ def test_non_finite_numbers_are_written_as_null(tmp_path):
     result = RunResult(config={}, status="diverged", records=[{"step": 1, "loss": float("nan")}])
     text = result.to_json(tmp_path / "r.json").read_text()
     assert "NaN" not in text and RunResult.from_json(tmp_path / "r.json").records[0]["loss"] is None
+
+
+def test_a_step_that_fails_keeps_the_records_of_the_steps_before_it(monkeypatch):
+    from gum_utils import train as train_module
+
+    calls, original = [], train_module.Run.step
+
+    def fails_at_step_3(self, micros, items):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("boom at step 3")
+        return original(self, micros, items)
+
+    monkeypatch.setattr(train_module.Run, "step", fails_at_step_3)
+    result = train(RunConfig(arch="llama", steps=5, batch_size=4))
+    assert result.status == "error" and "boom at step 3" in result.error
+    assert [r["step"] for r in result.records] == [1, 2] and result.summary["final_loss"] == result.records[-1]["loss"]
+    assert result.summary["device_data_bytes"] == 0  # a CPU run keeps its data where it is
