@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ARCHITECTURES, OPTIMIZERS, STRATEGIES, grid
+from . import ARCHITECTURES, OPTIMIZERS, STRATEGIES, cell
 from .profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +33,7 @@ REGIMES = ("shared", "tuned", "sweep")  # the order the appendix lists them in
 ARCH_TITLES = {"vit": "ViT", "modernbert": "ModernBERT", "llama": "Llama", "nanovlm": "nanoVLM"}
 # Pages whose reader expects a figure: the browser check asserts at least one on each.
 FIGURE_PAGES = ("architecture-", "overview", "claims")
-KERNEL_ENV = {**grid.KERNEL_ENV, "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+KERNEL_ENV = {**cell.KERNEL_ENV, "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
 BUILD_OUTPUTS = ("html", ".doctrees", "jupyter_execute")  # what a build writes under _build
 
 

@@ -29,18 +29,16 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cell import KERNEL_ENV  # noqa: F401 (the book's kernels take it from here)
 from .cell import STARTED_TOPIC, CellFailed, CellJob, code_fingerprint, error_result, run_cell
 from .profiles import Cell, Profile, cells, profile as get_profile, PROFILES, sweep_cells
 from . import PARALLEL
 from .hub import DATA_SOURCES
-from .results import RunResult
+from .results import RunResult, write_atomically
 from .tuning import TuningError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,9 +145,9 @@ def save_outcome(task: Task, outcome) -> str:
     """Write a cell's result, then its notebook: an existing notebook marks the cell finished."""
     task.output.parent.mkdir(parents=True, exist_ok=True)
     task.output.unlink(missing_ok=True)  # a notebook of an older run must not stand beside this result
-    _write_atomically(task.result_path, outcome.result_text)
+    write_atomically(task.result_path, outcome.result_text)
     if outcome.notebook_text is not None:
-        _write_atomically(task.output, outcome.notebook_text)
+        write_atomically(task.output, outcome.notebook_text)
     return outcome.status
 
 
@@ -158,18 +156,6 @@ def _record_error(task: Task, error: str) -> str:
     task.output.unlink(missing_ok=True)
     error_result(task.parameters, task.key, error).to_json(task.result_path)
     return "error"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the run from whoever serves the book
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 class GridCounts(dict):

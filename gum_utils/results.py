@@ -33,17 +33,7 @@ class RunResult:
         """Write atomically: a reader sees the old file or the whole new one, never half of it."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(_finite(asdict(self)), indent=1, allow_nan=False)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_atomically(path, json.dumps(_finite(asdict(self)), indent=1, allow_nan=False))
         return path
 
     @classmethod
@@ -51,6 +41,22 @@ class RunResult:
         raw = json.loads(Path(path).read_text())
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in raw.items() if key in known})
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """A temporary file beside `path`, flushed to disk, then renamed over it: readers see the old
+    file or the whole new one. Readable by all (mkstemp's 0600 would hide runs from a book server)."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def _finite(value):
