@@ -193,17 +193,17 @@ def _text_ids(split: str, seq_len: int) -> np.ndarray:
     if split == "val":  # an exact repeat of a training chunk would not be held out
         seen = {tuple(c) for c in _pack("train", seq_len - 2)}
         chunks = [c for c in chunks if tuple(c) not in seen]
-    return _pad([[BOS_ID, *c, EOS_ID] for c in chunks], seq_len)
+    return pad_rows([[BOS_ID, *c, EOS_ID] for c in chunks], seq_len)
 
 
-def _pad(rows: list[list[int]], seq_len: int) -> np.ndarray:
-    out = np.full((len(rows), seq_len), PAD_ID, dtype=np.int64)
+def pad_rows(rows: list[list[int]], seq_len: int, pad: int = PAD_ID) -> np.ndarray:
+    out = np.full((len(rows), seq_len), pad, dtype=np.int64)
     for i, r in enumerate(rows):
         out[i, : len(r)] = r
     return out
 
 
-def _shifted_labels(ids: np.ndarray, target: np.ndarray) -> np.ndarray:
+def shifted_labels(ids: np.ndarray, target: np.ndarray) -> np.ndarray:
     """labels[t] = ids[t+1] where position t+1 is a target, else -100."""
     labels = np.full_like(ids, IGNORE_INDEX)
     labels[:, :-1] = np.where(target[:, 1:], ids[:, 1:], IGNORE_INDEX)
@@ -262,8 +262,8 @@ def _vlm_tokens(asked: np.ndarray, labels: np.ndarray, shape: DataShape):
         if len(rows[-1]) > shape.seq_len:
             raise ValueError(f"nanovlm prompt needs seq_len >= {len(rows[-1])}, got {shape.seq_len}")
         target[i, start : len(rows[-1])] = True
-    ids = _pad(rows, shape.seq_len)
-    return ids, _shifted_labels(ids, target)
+    ids = pad_rows(rows, shape.seq_len)
+    return ids, shifted_labels(ids, target)
 
 
 def _nanovlm(split: str, shape: DataShape) -> dict:
@@ -316,7 +316,7 @@ def _clean(arch: str, split: str, shape: DataShape) -> dict:
     real = ids != PAD_ID
     batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(real.astype(np.int64))}
     if arch == "llama":
-        batch["labels"] = torch.from_numpy(_shifted_labels(ids, real))
+        batch["labels"] = torch.from_numpy(shifted_labels(ids, real))
     return batch
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import IGNORE_INDEX, DataShape, Vocabulary, mask_for_evaluation
+from .data import DataShape, Vocabulary, mask_for_evaluation, pad_rows, shifted_labels
 
 DATA_SOURCES = ("embedded", "hub")
 
@@ -225,9 +225,7 @@ def encode_text(rows, tokenizer, arch: str, shape: DataShape, count: int) -> dic
     ids = _token_rows(rows, tokenizer, shape.seq_len, count)
     batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.ones(ids.shape, dtype=torch.int64)}
     if arch == "llama":  # rows are full: every next token is a target
-        labels = np.full_like(ids, IGNORE_INDEX)
-        labels[:, :-1] = ids[:, 1:]
-        batch["labels"] = torch.from_numpy(labels)
+        batch["labels"] = torch.from_numpy(shifted_labels(ids, np.ones_like(ids, dtype=bool)))
     return batch
 
 
@@ -249,7 +247,7 @@ def _question_answer(row: dict) -> tuple:
 def encode_vqa(rows, tokenizer, processor, shape: DataShape, image_token_id: int) -> dict:
     import torch
 
-    images, ids, target = [], [], []
+    images, ids, starts = [], [], []  # starts: where each answer begins
     prefix = [_start_id(tokenizer)] + [image_token_id] * shape.image_seq_len
     for row in rows:
         image, question, answer = _question_answer(row)
@@ -258,16 +256,12 @@ def encode_vqa(rows, tokenizer, processor, shape: DataShape, image_token_id: int
         tokens = (prefix + asked + said)[: shape.seq_len]  # a long question loses its answer's tail
         images.append(image)
         ids.append(tokens)
-        target.append(len(prefix) + len(asked))
+        starts.append(len(prefix) + len(asked))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    full = np.full((len(ids), shape.seq_len), pad, dtype=np.int64)
-    labels = np.full_like(full, IGNORE_INDEX)
-    for i, (tokens, start) in enumerate(zip(ids, target)):
-        full[i, : len(tokens)] = tokens
-        labels[i, start - 1 : len(tokens) - 1] = tokens[start:]  # pre-shifted: position t predicts t+1
-    mask = np.zeros_like(full)
-    for i, tokens in enumerate(ids):
-        mask[i, : len(tokens)] = 1
+    full = pad_rows(ids, shape.seq_len, pad)
+    positions, lengths = np.arange(shape.seq_len), np.array([len(tokens) for tokens in ids])[:, None]
+    answer = (positions >= np.array(starts)[:, None]) & (positions < lengths)
+    labels, mask = shifted_labels(full, answer), (positions < lengths).astype(np.int64)
     return {"pixel_values": _pixels(processor, images, shape.image_size).unsqueeze(1),
             "input_ids": torch.from_numpy(full), "attention_mask": torch.from_numpy(mask),
             "labels": torch.from_numpy(labels)}
