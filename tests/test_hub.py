@@ -165,6 +165,11 @@ def test_the_methods_page_names_every_default_dataset_and_tokenizer():
     for source in hub.DEFAULT_DATA.values():
         for name in (source.dataset, source.subset, source.tokenizer, source.image_processor):
             assert name is None or f"`{name}`" in methods, name
+    # the page's numbers are the code's: the held-out head and the text rows of the paper size
+    from gum_utils.models import architecture
+
+    assert f"first {hub.HELD_OUT} rows are held out" in methods
+    assert f"full rows of {architecture('llama').shape('paper').seq_len} tokens" in methods
 
 
 # ------------------------------------------------------------ weights
