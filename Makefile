@@ -22,20 +22,20 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $@
 
 reproduce: $(STAMP)
-	$(PY) -m gum_utils.grid $(GRID_ARGS)
+	$(PY) -m gum_utils.study.grid $(GRID_ARGS)
 	$(MAKE) --no-print-directory book PROFILE=$(PROFILE)
 	@echo "The book: $(abspath $(HTML))"
 
 grid: $(STAMP)
-	$(PY) -m gum_utils.grid $(GRID_ARGS)
+	$(PY) -m gum_utils.study.grid $(GRID_ARGS)
 
 book: $(STAMP)
-	$(PY) -m gum_utils.book --profile $(PROFILE)
+	$(PY) -m gum_utils.report.book --profile $(PROFILE)
 	@echo "The book: $(abspath $(HTML))"
 
 # Headless Chromium opens the built pages and checks that every figure loads.
 check-book: $(STAMP) browser
-	$(PY) -m gum_utils.browser_check book/_build/html --screenshots book/_build/screenshots
+	$(PY) -m gum_utils.report.browser_check book/_build/html --screenshots book/_build/screenshots
 
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
@@ -50,11 +50,11 @@ bench: $(STAMP)
 
 # On a GPU machine's own Python (torch, transformers, numpy suffice): no virtual env, no CPU torch.
 gpu-check:
-	PYTHONPATH=. $(PYTHON) -m gum_utils.gpu_check --out gpu-check.json
+	PYTHONPATH=. $(PYTHON) -m gum_utils.study.gpu_check --out gpu-check.json
 
 # One SGD step of each architecture at paper size, batch 1, on the CPU (what fits in memory).
 paper-smoke: $(STAMP)
-	$(PY) -m gum_utils.gpu_check --device cpu --optimizers sgd --strategies standard --steps 1 --batch-size 1
+	$(PY) -m gum_utils.study.gpu_check --device cpu --optimizers sgd --strategies standard --steps 1 --batch-size 1
 
 clean:
 	rm -rf book/_build book/runs book/report results

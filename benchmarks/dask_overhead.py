@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from gum_utils import grid
-from gum_utils.cell import CellOutcome, code_fingerprint, run_cell
-from gum_utils.cluster import open_client
-from gum_utils.profiles import cells, profile
+from gum_utils.study import grid
+from gum_utils.study.cell import CellOutcome, code_fingerprint, run_cell
+from gum_utils.study.cluster import open_client
+from gum_utils.study.profiles import cells, profile
 
 EXECUTED_NOTEBOOK_CHARS = 210_000  # a smoke cell's executed notebook, figures included
 

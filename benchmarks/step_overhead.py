@@ -15,8 +15,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from gum_utils import ARCHITECTURES, measure
-from gum_utils.train import Run, RunConfig
+from gum_utils import ARCHITECTURES
+from gum_utils.core import measure
+from gum_utils.core.trainer import Run
+from gum_utils.core.config import RunConfig
 
 
 def config_for(arch: str, steps: int) -> RunConfig:

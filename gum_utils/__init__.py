@@ -1,14 +1,22 @@
 """gum: Gradient Under Microscope, a reproducible study of memory-efficient training.
 
-The three axes of the grid. Importing the package is cheap: torch and transformers load
-only when a module that trains is imported, so the grid runner and the analysis stay light.
+The package in layers; each imports only those above it in this list:
+
+    choices.py   one check for every named choice
+    archs/       one file per architecture: configs, embedded and hub data, learning rates, its look
+    optim/       the optimizer registry and our CGD
+    core/        one run: RunConfig, strategies, the trainer, distributed runs, measurement
+    study/       profiles, the grid on Dask, tuning, run paths, the notebooks' helpers
+    report/      tables, statistics, claims, figures, the book (imports neither torch nor Dask)
+
+The names of the grid's axes, derived from the registries. Importing the package is cheap:
+torch and transformers load only when a run is set up, so the grid runner and the report stay light.
 """
 
-ARCHITECTURES = ("vit", "modernbert", "llama", "nanovlm")
-OPTIMIZERS = ("sgd", "adam", "adagrad", "adadelta", "cgd")
-STRATEGIES = ("standard", "checkpointing", "accumulation")
-SIZES = ("tiny", "paper")
-PARALLEL = ("ddp", "fsdp")  # how one run spans several processes (gum_utils.distributed)
+from .archs import ARCHITECTURES, SIZES
+from .core.config import PARALLEL
+from .core.strategies import STRATEGIES
+from .optim import OPTIMIZERS, STUDY_OPTIMIZERS
 
-__all__ = ["ARCHITECTURES", "OPTIMIZERS", "STRATEGIES", "SIZES", "PARALLEL"]
+__all__ = ["ARCHITECTURES", "OPTIMIZERS", "STUDY_OPTIMIZERS", "STRATEGIES", "SIZES", "PARALLEL"]
 __version__ = "0.1.0"

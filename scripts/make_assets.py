@@ -47,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gum_utils import data  # noqa: E402  (constants only; torch is not needed)
+from gum_utils.core import batches as data  # noqa: E402  (constants only; torch is not needed)
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 JANEAUSTENR_DIR = Path("/usr/lib/R/site-library/janeaustenr")

@@ -12,8 +12,9 @@ import hashlib
 import json
 import sys
 
-from gum_utils.profiles import profile
-from gum_utils.train import RunConfig, train
+from gum_utils.core.config import RunConfig
+from gum_utils.core.run import train
+from gum_utils.study.profiles import profile
 
 CELLS = [  # (arch, optimizer, strategy, seed): all four architectures, every optimizer and strategy, CGD thrice
     ("vit", "adam", "standard", 0), ("vit", "cgd", "accumulation", 0), ("vit", "sgd", "checkpointing", 1),

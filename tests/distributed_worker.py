@@ -13,10 +13,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from gum_utils import distributed, strategies
-from gum_utils.data import count_items
-from gum_utils.distributed import SINGLE
-from gum_utils.train import RunConfig, train_model
+from gum_utils.core import distributed, trainer
+from gum_utils.core.batches import count_items
+from gum_utils.core.distributed import SINGLE
+from gum_utils.core.config import RunConfig
+from gum_utils.core.run import train_model
 
 # Padded text under accumulation: micro-batches hold unequal numbers of target tokens.
 BASE = dict(arch="llama", strategy="accumulation", steps=1, batch_size=8, micro_batch_size=2, eval_samples=16,
@@ -45,20 +46,20 @@ def mean_of_micro_batch_means(model, micros, window_items, precision=nullcontext
     for index, micro in enumerate(micros):
         with ranks.gradient_sync(model, index == len(micros) - 1):
             with precision():
-                loss = strategies.summed_loss(model, micro) / count_items(micro) / len(micros)
+                loss = trainer.summed_loss(model, micro) / count_items(micro) / len(micros)
             loss.backward()
         window_loss += loss.detach()
     return ranks.sum(window_loss) / ranks.world_size
 
 
 def run(name: str, out: Path) -> None:
-    exact = strategies.forward_backward
+    exact = trainer.forward_backward
     if name == "naive":
-        strategies.forward_backward = mean_of_micro_batch_means
+        trainer.forward_backward = mean_of_micro_batch_means
     try:
         result, model = train_model(config(name))
     finally:
-        strategies.forward_backward = exact
+        trainer.forward_backward = exact
     losses = [None] * dist.get_world_size()
     dist.all_gather_object(losses, [record["loss"] for record in result.records])
     state = distributed.full_state_dict(model)

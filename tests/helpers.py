@@ -2,15 +2,15 @@
 
 import torch
 
-from gum_utils.data import BatchStream
-from gum_utils.models import architecture, build_model
+from gum_utils.core.batches import BatchStream
+from gum_utils.archs import architecture, build_model
 
 
 def model_and_batch(arch: str, batch_size: int = 8, seed: int = 0):
     torch.manual_seed(seed)
     model = build_model(arch)
     model.train()
-    batch = next(BatchStream(arch, "train", architecture(arch).shape("tiny"), batch_size, seed))
+    batch = next(BatchStream(architecture(arch), "train", architecture(arch).shape("tiny"), batch_size, seed))
     return model, batch
 
 

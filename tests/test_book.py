@@ -1,7 +1,7 @@
 """The book: built from a few real smoke runs into a temporary copy of book/, then read back.
 
 The slow tests run the grid for six smoke cells (ViT, SGD and Adam, every strategy), build the
-book from them with gum_utils.book (warnings are errors), and check the HTML as files and in
+book from them with gum_utils.report.book (warnings are errors), and check the HTML as files and in
 headless Chromium. The fast ones check the table of contents and the missing-results message.
 """
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gum_utils import STRATEGIES, book
-from gum_utils.results import RunResult
+from gum_utils import STRATEGIES
+from gum_utils.report import book
+from gum_utils.core.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_SOURCES = ("_config.yml", "intro.md", "methods.md", "appendix.md", "templates", "_static")
@@ -47,11 +48,11 @@ def built_book(tmp_path_factory):
     """(book directory, html directory) of a book built from six fresh smoke runs and one run
     over two processes (a regime of its own)."""
     book_dir = copy_book_sources(tmp_path_factory.mktemp("book"))
-    run_module("gum_utils.grid", "--profile", PROFILE, "--out", str(book_dir / "runs"), "--arch", ARCH,
+    run_module("gum_utils.study.grid", "--profile", PROFILE, "--out", str(book_dir / "runs"), "--arch", ARCH,
                "--optimizer", *OPTIMIZERS, "--jobs", "2")
-    run_module("gum_utils.grid", "--profile", PROFILE, "--out", str(book_dir / "runs"), "--arch", ARCH,
+    run_module("gum_utils.study.grid", "--profile", PROFILE, "--out", str(book_dir / "runs"), "--arch", ARCH,
                "--optimizer", OPTIMIZERS[0], "--strategy", "standard", "--stage", "shared", "--world-size", "2")
-    done = run_module("gum_utils.book", "--profile", PROFILE, "--book-dir", str(book_dir))
+    done = run_module("gum_utils.report.book", "--profile", PROFILE, "--book-dir", str(book_dir))
     html = book_dir / "_build" / "html"
     assert str(html / "index.html") in done.stdout  # the command says where the book is
     return book_dir, html
@@ -125,7 +126,7 @@ def test_downloads_and_tables_are_written(built_book):
 @pytest.mark.slow
 def test_the_browser_sees_every_page_and_figure(built_book, tmp_path):
     _, html = built_book
-    done = run_module("gum_utils.browser_check", str(html), "--screenshots", str(tmp_path), timeout=300)
+    done = run_module("gum_utils.report.browser_check", str(html), "--screenshots", str(tmp_path), timeout=300)
     assert "all loaded" in done.stdout
     assert (tmp_path / "index.png").stat().st_size > 0
     assert (tmp_path / f"chapter-architecture-{ARCH}.png").stat().st_size > 0

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.optimize import minimize, rosen, rosen_der
 
-from gum_utils.cgd import CGD
+from gum_utils.optim.cgd import CGD
 
 BETAS = ("pr+", "fr", "hs", "dy")
 N = 20

@@ -3,8 +3,8 @@
 import pytest
 from test_tables import write_grid
 
-from gum_utils import claims, tables
-from gum_utils.stats import DOES_NOT_HOLD, HOLDS, NOT_DISTINGUISHABLE
+from gum_utils.report import claims, tables
+from gum_utils.report.stats import DOES_NOT_HOLD, HOLDS, NOT_DISTINGUISHABLE
 
 VERDICTS = {HOLDS, DOES_NOT_HOLD, NOT_DISTINGUISHABLE, claims.NOT_CHECKABLE}
 

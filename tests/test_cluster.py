@@ -12,11 +12,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gum_utils import grid
-from gum_utils.cell import STARTED_TOPIC
-from gum_utils.cluster import SlurmJobs, open_client
-from gum_utils.profiles import cells, profile
-from gum_utils.results import RunResult
+from gum_utils.study import grid
+from gum_utils.study.cell import STARTED_TOPIC
+from gum_utils.study.cluster import SlurmJobs, open_client
+from gum_utils.study.profiles import cells, profile
+from gum_utils.core.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,7 +82,7 @@ def test_a_grid_runs_on_a_running_scheduler_and_its_worker_leaves_no_kernel(tmp_
     worker = start("worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard", cwd=tmp_path)
     try:
         out = tmp_path / "runs"
-        done = subprocess.run([sys.executable, "-m", "gum_utils.grid", "--profile", "smoke", "--stage", "shared",
+        done = subprocess.run([sys.executable, "-m", "gum_utils.study.grid", "--profile", "smoke", "--stage", "shared",
                                "--scheduler", address, "--out", str(out), "--arch", "vit", "--optimizer", "sgd",
                                "--strategy", "standard"], cwd=ROOT, capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]

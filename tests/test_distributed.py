@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from distributed_worker import config
-from gum_utils import tables
-from gum_utils.data import BatchStream, count_items, split_batch
-from gum_utils.models import architecture
-from gum_utils.results import RunResult
-from gum_utils.train import RunConfig, train, train_model
+from gum_utils.report import tables
+from gum_utils.core.batches import BatchStream, count_items, split_batch
+from gum_utils.archs import architecture
+from gum_utils.core.results import RunResult
+from gum_utils.core.config import RunConfig
+from gum_utils.core.run import train, train_model
 
 ROOT = Path(__file__).resolve().parent.parent
 EXACT = 1e-6  # max parameter difference after an SGD step: float rounding only
@@ -65,7 +66,7 @@ def test_two_ranks_with_accumulation_match_one_process(two_ranks, one_process, n
 
 @pytest.mark.slow
 def test_a_mean_of_micro_batch_means_does_not_match(two_ranks, one_process):
-    batch = next(BatchStream("llama", "train", architecture("llama").shape("tiny"), 8, 0))
+    batch = next(BatchStream(architecture("llama"), "train", architecture("llama").shape("tiny"), 8, 0))
     assert len({count_items(micro) for micro in split_batch(batch, 2)}) > 1  # else both losses agree
     assert max_difference(one_process["ddp"][1], two_ranks["naive"]["state"]) > 100 * EXACT
 
@@ -106,7 +107,7 @@ def test_a_failing_rank_ends_the_launch_with_its_error():
 
 
 def test_a_failed_launch_is_an_error_result(monkeypatch):
-    from gum_utils import launch
+    from gum_utils.core import run as launch
 
     monkeypatch.setattr(launch, "command", lambda world_size, folder: [sys.executable, "-c", "raise SystemExit(3)"])
     result, model = train_model(RunConfig(arch="vit", batch_size=8, world_size=2))

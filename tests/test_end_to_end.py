@@ -22,7 +22,7 @@ def run(*args, timeout):
 def test_smoke_profile_grid_analysis_book_and_browser(tmp_path):
     book = tmp_path / "book"
     shutil.copytree(ROOT / "book", book, ignore=shutil.ignore_patterns("_build", "runs", "report", "_toc.yml"))
-    grid = ("gum_utils.grid", "--profile", "smoke", "--jobs", "2", "--out", str(book / "runs"))
+    grid = ("gum_utils.study.grid", "--profile", "smoke", "--jobs", "2", "--out", str(book / "runs"))
     out = run(*grid, "--stage", "shared", timeout=900)
     assert "ok 60" in out and "to run on 2 local worker(s)" in out, out  # a Dask LocalCluster of 2
     runs = book / "runs" / "smoke" / "shared"
@@ -33,7 +33,7 @@ def test_smoke_profile_grid_analysis_book_and_browser(tmp_path):
     assert "stage sweep finished" in out and "stage tuned finished" in out, out
     assert len(list((runs.parent / "sweep" / "vit").glob("[!.]*.json"))) == 2 * 5
     assert len(list((runs.parent / "tuned" / "vit").glob("[!.]*.json"))) == 2 * len(STRATEGIES)
-    run("gum_utils.book", "--profile", "smoke", "--book-dir", str(book), timeout=900)
+    run("gum_utils.report.book", "--profile", "smoke", "--book-dir", str(book), timeout=900)
     html = book / "_build" / "html"
     pages = {p.relative_to(html).as_posix() for p in html.rglob("*.html")}
     for name in ("intro", "methods", "claims", "overview", "environment"):
@@ -46,5 +46,5 @@ def test_smoke_profile_grid_analysis_book_and_browser(tmp_path):
     assert "tuned lr" in vit_page and "Loss by training time" in vit_page
     images = list((html / "_images").glob("*.png"))
     assert len(images) >= 4 * 4
-    run("gum_utils.browser_check", str(html), "--screenshots", str(tmp_path / "shots"), timeout=600)
+    run("gum_utils.report.browser_check", str(html), "--screenshots", str(tmp_path / "shots"), timeout=600)
     assert (tmp_path / "shots").exists() and list((tmp_path / "shots").glob("*.png"))

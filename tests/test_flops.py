@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from gum_utils import flops
-from gum_utils.train import RunConfig, train
+from gum_utils.core import flops
+from gum_utils.core.config import RunConfig
+from gum_utils.core.run import train
 
 
 def test_a_stack_of_linear_layers_counts_the_flops_worked_out_by_hand():

@@ -8,7 +8,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from gum_utils import gpu_check
+from gum_utils.study import gpu_check
 
 ROOT = Path(__file__).resolve().parent.parent
 STOCK = ("torch", "transformers", "numpy")  # a GPU machine's stock image
@@ -46,7 +46,7 @@ def test_the_check_runs_with_only_torch_transformers_and_numpy_and_leaves_gpu_fi
     assert "No module named 'pandas'" in absent.stderr  # the test would notice an extra import
     out = tmp_path / "rows.json"
     done = subprocess.run(
-        python + ["-m", "gum_utils.gpu_check", "--device", "cpu", "--size", "tiny", "--steps", "2",
+        python + ["-m", "gum_utils.study.gpu_check", "--device", "cpu", "--size", "tiny", "--steps", "2",
                   "--archs", "vit", "nanovlm", "--optimizers", "sgd", "--strategies", "standard", "accumulation",
                   "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -9,10 +9,11 @@ from pathlib import Path
 import papermill
 import pytest
 
-from gum_utils import grid
-from gum_utils.profiles import PROFILES, cells, profile
-from gum_utils.results import RunResult
-from gum_utils.train import RunConfig, train
+from gum_utils.study import grid
+from gum_utils.study.profiles import PROFILES, cells, profile
+from gum_utils.core.results import RunResult
+from gum_utils.core.config import RunConfig
+from gum_utils.core.run import train
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -61,7 +62,7 @@ def test_a_reused_kernel_gives_the_same_records_as_a_fresh_process(tmp_path):
 
 
 def test_a_killed_grid_resumes_without_redoing_finished_cells(tmp_path):
-    command = [sys.executable, "-m", "gum_utils.grid", "--profile", "smoke", "--jobs", "1", "--out", str(tmp_path),
+    command = [sys.executable, "-m", "gum_utils.study.grid", "--profile", "smoke", "--jobs", "1", "--out", str(tmp_path),
                "--arch", "vit", "--optimizer", "sgd"]  # three cells: one to finish, one cut short, one not begun
     runs = tmp_path / "smoke" / "shared" / "vit"
     process = subprocess.Popen(command, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,

@@ -8,10 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from gum_utils import data, hub
-from gum_utils.data import IGNORE_INDEX, DataShape
-from gum_utils.models import build_model
-from gum_utils.train import RunConfig, train
+from gum_utils.archs import embedded as data
+from gum_utils.core.batches import BatchStream
+from gum_utils.archs import hub
+from gum_utils.archs.embedded import IGNORE_INDEX
+from gum_utils.archs import DataShape
+from gum_utils.archs import REGISTRY, architecture, build_model
+from gum_utils.core.config import RunConfig
+from gum_utils.core.run import train
 
 datasets = pytest.importorskip("datasets")
 PIL = pytest.importorskip("PIL.Image")
@@ -108,7 +112,7 @@ def test_without_the_datasets_package_the_error_says_how_to_install_it(monkeypat
 def test_text_is_packed_into_full_rows_with_shifted_labels(tokenizer_dir, text_dataset):
     tok = hub.load_tokenizer(tokenizer_dir)
     rows = hub.split_rows(hub.open_dataset(text_dataset), "train", None)
-    batch = hub.encode_text(rows, tok, "llama", DataShape(seq_len=16), count=3)
+    batch = hub.encode_text(rows, tok, True, DataShape(seq_len=16), count=3)
     ids, labels = batch["input_ids"], batch["labels"]
     assert ids.shape == (3, 16) and bool((ids[:, 0] == data.BOS_ID).all()) and bool(batch["attention_mask"].all())
     assert torch.equal(labels[:, :-1], ids[:, 1:]) and bool((labels[:, -1] == IGNORE_INDEX).all())
@@ -122,8 +126,8 @@ def test_masked_lm_batches_mask_real_tokens_with_the_tokenizers_mask(tokenizer_d
     vocab = hub.vocabulary(tok)
     assert vocab.mask_id == data.MASK_ID and set(vocab.special_ids) <= set(range(len(data.SPECIAL_TOKENS)))
     rows = hub.split_rows(hub.open_dataset(text_dataset), "train", None)
-    split = hub.encode_text(rows, tok, "modernbert", DataShape(seq_len=16), count=4)
-    batch = next(data.BatchStream("modernbert", "train", batch_size=4, prepared=split, vocab=vocab))
+    split = hub.encode_text(rows, tok, False, DataShape(seq_len=16), count=4)
+    batch = next(BatchStream(architecture("modernbert"), "train", batch_size=4, prepared=split, vocab=vocab))
     targets = batch["labels"] != IGNORE_INDEX
     assert targets.any(1).all() and not bool(torch.isin(batch["labels"][targets], torch.tensor(vocab.special_ids)).any())
 
@@ -162,12 +166,10 @@ def test_the_methods_page_names_every_default_dataset_and_tokenizer():
     from pathlib import Path
 
     methods = (Path(__file__).resolve().parent.parent / "book" / "methods.md").read_text()
-    for source in hub.DEFAULT_DATA.values():
+    for source in (arch.hub_data for arch in REGISTRY.values()):
         for name in (source.dataset, source.subset, source.tokenizer, source.image_processor):
             assert name is None or f"`{name}`" in methods, name
     # the page's numbers are the code's: the held-out head and the text rows of the paper size
-    from gum_utils.models import architecture
-
     assert f"first {hub.HELD_OUT} rows are held out" in methods
     assert f"full rows of {architecture('llama').shape('paper').seq_len} tokens" in methods
 

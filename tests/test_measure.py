@@ -3,7 +3,7 @@ import time
 import pytest
 import torch
 
-from gum_utils import measure, nvml
+from gum_utils.core import measure, nvml
 from gum_utils.optim import build_optimizer
 
 from helpers import model_and_batch
@@ -79,9 +79,9 @@ def test_breakdown_is_exact_for_adam_and_sgd():
     param_bytes = sum(p.numel() * p.element_size() for p in params)
     assert measure.parameter_bytes(model) == param_bytes  # tied embeddings count once
     adam = build_optimizer("adam", params, lr=1e-3)
-    from gum_utils import strategies
+    from gum_utils.core import trainer
 
-    strategies.forward_backward(model, [batch], strategies.window_items([batch]))
+    trainer.forward_backward(model, [batch], trainer.window_items([batch]))
     adam.step()
     assert measure.gradient_bytes(model) == param_bytes
     state = measure.optimizer_state_bytes(adam)

@@ -3,7 +3,8 @@ import torch
 import transformers
 
 from gum_utils import ARCHITECTURES
-from gum_utils.models import PAPER_PARAMETERS, architecture, build_model, count_parameters
+from gum_utils.archs import architecture, build_model
+from gum_utils.archs.base import count_parameters
 
 EXPECTED_CLASSES = {
     "vit": transformers.ViTForImageClassification,
@@ -18,7 +19,7 @@ def test_paper_size_matches_published_parameter_count(arch):
     with torch.device("meta"):
         model = build_model(arch, "paper")
     millions = count_parameters(model) / 1e6
-    assert millions == pytest.approx(PAPER_PARAMETERS[arch], rel=0.01)
+    assert millions == pytest.approx(architecture(arch).paper_parameters_m, rel=0.01)
     assert all(p.device.type == "meta" for p in model.parameters())
 
 

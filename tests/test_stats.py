@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from gum_utils import stats
-from gum_utils.stats import DOES_NOT_HOLD, HOLDS, NOT_DISTINGUISHABLE
+from gum_utils.report import stats
+from gum_utils.report.stats import DOES_NOT_HOLD, HOLDS, NOT_DISTINGUISHABLE
 
 
 def test_mean_ci_is_the_t_interval():

@@ -3,18 +3,19 @@ import copy
 import pytest
 import torch
 
-from gum_utils import ARCHITECTURES, strategies
-from gum_utils.data import count_items, split_batch
-from gum_utils.measure import SavedTensorMeter
+from gum_utils import ARCHITECTURES
+from gum_utils.core import strategies, trainer
+from gum_utils.core.batches import count_items, split_batch
+from gum_utils.core.measure import SavedTensorMeter
 
 from helpers import gradients, model_and_batch
 
 
 def full_gradient(model, batch, strategy="standard", micro=None):
-    strategies.prepare_model(model, strategy)
-    micros = strategies.micro_batches(batch, strategy, micro or batch["labels"].shape[0])
+    strategies.strategy(strategy).prepare(model)
+    micros = strategies.strategy(strategy).micro_batches(batch, micro or batch["labels"].shape[0])
     model.zero_grad(set_to_none=True)
-    loss = strategies.forward_backward(model, micros, strategies.window_items(micros))
+    loss = trainer.forward_backward(model, micros, trainer.window_items(micros))
     return loss, gradients(model)
 
 
@@ -34,7 +35,7 @@ def test_checkpointing_gives_identical_gradients(arch):
 def saved_bytes(model, batch):
     meter = SavedTensorMeter(model)
     with meter.recording():
-        strategies.summed_loss(model, batch).backward()
+        trainer.summed_loss(model, batch).backward()
     return meter.bytes
 
 
@@ -42,7 +43,7 @@ def saved_bytes(model, batch):
 def test_checkpointing_engages_in_train_mode_and_saves_activation_bytes(arch):
     model, batch = model_and_batch(arch)
     standard = saved_bytes(model, batch)
-    strategies.prepare_model(model, "checkpointing")
+    strategies.strategy("checkpointing").prepare(model)
     checkpointed = saved_bytes(model, batch)
     assert 0 < checkpointed < 0.7 * standard, (checkpointed, standard)
     model.eval()  # the models checkpoint only while training
@@ -69,15 +70,15 @@ def test_a_mean_of_micro_batch_means_is_not_the_full_batch_gradient():
     _, grads = full_gradient(model, batch)
     model.zero_grad(set_to_none=True)
     for micro, count in zip(micros, counts):
-        (strategies.summed_loss(model, micro) / count / len(micros)).backward()
+        (trainer.summed_loss(model, micro) / count / len(micros)).backward()
     wrong = gradients(model)
     assert any(not torch.allclose(wrong[n], grads[n], rtol=1e-4, atol=1e-6) for n in grads)
 
 
 def test_micro_batches_split_only_for_accumulation():
     _, batch = model_and_batch("vit", batch_size=8)
-    assert len(strategies.micro_batches(batch, "standard", 2)) == 1
-    assert [m["labels"].shape[0] for m in strategies.micro_batches(batch, "accumulation", 2)] == [2] * 4
+    assert len(strategies.strategy("standard").micro_batches(batch, 2)) == 1
+    assert [m["labels"].shape[0] for m in strategies.strategy("accumulation").micro_batches(batch, 2)] == [2] * 4
 
 
 def test_unknown_strategy_names_the_valid_choices():

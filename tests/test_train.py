@@ -3,9 +3,11 @@ import json
 import pytest
 import torch
 
-from gum_utils import ARCHITECTURES, OPTIMIZERS, STRATEGIES, strategies
-from gum_utils.results import RunResult
-from gum_utils.train import RunConfig, train
+from gum_utils import ARCHITECTURES, OPTIMIZERS, STRATEGIES
+from gum_utils.core import trainer
+from gum_utils.core.results import RunResult
+from gum_utils.core.config import RunConfig
+from gum_utils.core.run import train
 
 
 def cell(arch, optimizer="adam", strategy="standard", **overrides):
@@ -76,7 +78,7 @@ def test_out_of_memory_is_a_status(monkeypatch):
     def out_of_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
-    monkeypatch.setattr(strategies, "forward_backward", out_of_memory)
+    monkeypatch.setattr(trainer, "forward_backward", out_of_memory)
     result = train(cell("vit", steps=2))
     assert result.status == "oom" and "out of memory" in result.error
 
@@ -85,7 +87,7 @@ def test_any_other_failure_is_an_error_status(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("shape mismatch")
 
-    monkeypatch.setattr(strategies, "forward_backward", broken)
+    monkeypatch.setattr(trainer, "forward_backward", broken)
     result = train(cell("vit", steps=2))
     assert result.status == "error" and "shape mismatch" in result.error
 
@@ -133,7 +135,7 @@ def test_non_finite_numbers_are_written_as_null(tmp_path):
 
 
 def test_a_step_that_fails_keeps_the_records_of_the_steps_before_it(monkeypatch):
-    from gum_utils import train as train_module
+    from gum_utils.core import trainer as train_module
 
     calls, original = [], train_module.Run.step
 

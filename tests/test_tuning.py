@@ -4,10 +4,12 @@ import math
 
 import pytest
 
-from gum_utils import grid, tables, tuning
-from gum_utils.learning_rates import SWEEP_FACTORS, default_lr, swept
-from gum_utils.profiles import Cell, cells, profile, sweep_cells
-from gum_utils.results import RunResult
+from gum_utils.study import grid, tuning
+from gum_utils.report import tables
+from gum_utils.study.tuning import SWEEP_FACTORS, swept
+from gum_utils.core.config import default_lr
+from gum_utils.study.profiles import Cell, cells, profile, sweep_cells
+from gum_utils.core.results import RunResult
 from test_tables import write_run
 
 

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..archs import REGISTRY as ARCHS
 from .stats import combine, mean_ci, paired_difference, shifted, verdict
 from .tables import at_equal_budget
 
@@ -22,7 +23,7 @@ FLOAT_NOISE = 1e-3  # relative loss differences below this are floating-point, n
 PAPER_ACCUMULATION_FACTOR = {"nanovlm": 10.0, "llama": 4.0}
 PAPER_CHECKPOINTING_LOSS = {"vit": "lower", "modernbert": "higher"}  # elsewhere: "architecture-dependent"
 PAPER_CHECKPOINTING_SLOWDOWN = 0.60
-ARCH_KIND = {"vit": "vision", "nanovlm": "vision", "modernbert": "language", "llama": "language"}
+ARCH_KIND = {arch.name: arch.kind for arch in ARCHS.values()}
 PAPER_GPU_UTILIZATION = {"vision": (96.0, 99.0), "language": (8.0, 15.0)}
 NOT_CHECKABLE = "cannot be checked here: no GPU measurements"
 COLUMNS = ["claim", "regime", "arch", "comparison", "budget_view", "measured", "estimate", "low", "high", "unit",

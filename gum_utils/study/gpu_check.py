@@ -1,7 +1,7 @@
 """The prepared GPU check: every architecture at paper size, a few steps per cell, one table.
 
-    PYTHONPATH=. python -m gum_utils.gpu_check            # make gpu-check: 4 archs x 2 optimizers x 3 strategies
-    python -m gum_utils.gpu_check --device cpu --optimizers sgd --strategies standard \\
+    PYTHONPATH=. python -m gum_utils.study.gpu_check            # make gpu-check: 4 archs x 2 optimizers x 3 strategies
+    python -m gum_utils.study.gpu_check --device cpu --optimizers sgd --strategies standard \\
         --steps 1 --batch-size 1                           # make paper-smoke: paper size on the CPU
 
 It needs only torch, transformers and numpy (a GPU machine's stock image): no papermill,
@@ -19,14 +19,16 @@ from pathlib import Path
 
 import torch
 
-from . import ARCHITECTURES, OPTIMIZERS, STRATEGIES, SIZES
-from .models import build_model, count_parameters
-from .train import DTYPES, RunConfig, resolve_device, train
+from ..archs import ARCHITECTURES, SIZES, architecture
+from ..archs.base import count_parameters
+from ..core.config import DTYPES, RunConfig
+from ..core.run import train
+from ..core.strategies import STRATEGIES, strategy as strategy_spec
+from ..core.trainer import resolve_device
+from ..optim import OPTIMIZERS, optimizer as optimizer_spec
 
 CHECK_OPTIMIZERS = ("adam", "cgd")  # torch's most used, and the one we wrote
 GIB = 1024**3
-# Bytes per parameter an optimizer keeps beyond weights and gradients (float32 state tensors).
-STATE_BYTES_PER_PARAMETER = {"sgd": 0, "adam": 8, "adagrad": 4, "adadelta": 8, "cgd": 8}
 ACTIVATION_MARGIN_BYTES = 2 * GIB  # rough room for activations at batch 1-8, so a tight fit is skipped
 COLUMNS = [  # (heading, summary key, scale, format)
     ("step ms", "mean_step_time_s", 1e3, "{:.0f}"),
@@ -43,8 +45,8 @@ COLUMNS = [  # (heading, summary key, scale, format)
 def needed_bytes(arch: str, size: str, optimizer: str) -> int:
     """Weights, gradients and optimizer state in float32, plus a margin for activations."""
     with torch.device("meta"):
-        parameters = count_parameters(build_model(arch, size))
-    return parameters * (8 + STATE_BYTES_PER_PARAMETER[optimizer]) + ACTIVATION_MARGIN_BYTES
+        parameters = count_parameters(architecture(arch).build_model(size))
+    return parameters * (8 + optimizer_spec(optimizer).state_bytes_per_parameter()) + ACTIVATION_MARGIN_BYTES
 
 
 def free_bytes(device: torch.device) -> int:
@@ -69,7 +71,7 @@ def check_configs(args) -> list[RunConfig]:
     for arch in args.archs:
         for optimizer in args.optimizers:
             for strategy in args.strategies:
-                accumulate = strategy == "accumulation"
+                accumulate = strategy_spec(strategy).splits_batch
                 configs.append(RunConfig(
                     arch=arch, size=args.size, optimizer=optimizer, strategy=strategy, steps=args.steps,
                     batch_size=args.batch_size * (args.accumulation if accumulate else 1),

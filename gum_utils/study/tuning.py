@@ -8,12 +8,23 @@ best value may lie beyond the range. Imports no torch.
 
 import math
 
+import numpy as np
 import pandas as pd
 
-from .learning_rates import default_lr
+from ..core.config import default_lr
+from ..core.results import RunResult, result_files
+from . import paths
+
+# Five log-spaced factors over two orders of magnitude around the default: x0.1 ... x10.
+SWEEP_FACTORS = tuple(float(f"{factor:.3g}") for factor in np.logspace(-1, 1, 5))
 
 CHOICE_COLUMNS = ["arch", "optimizer", "default_lr", "chosen_lr", "factor", "val_loss", "swept", "ok_rates",
                   "at_edge", "note"]
+
+
+def swept(arch: str, optimizer: str, factors=SWEEP_FACTORS) -> list[float]:
+    """The default times each factor, to 3 significant digits (the value a sweep file is named by)."""
+    return [float(f"{default_lr(arch, optimizer) * factor:.3g}") for factor in factors]
 
 
 class TuningError(RuntimeError):
@@ -43,6 +54,21 @@ def _choice(arch: str, optimizer: str, runs: pd.DataFrame) -> dict:
                                      float(best["val_loss"]), swept, len(good), at_edge, note]))
 
 
+def sweep_runs(profile_root) -> pd.DataFrame:
+    """The sweep's runs under a profile's folder: regime, arch, optimizer, lr, status, val_loss (empty if none)."""
+    rows = []
+    for path in result_files(profile_root / "sweep") if (profile_root / "sweep").is_dir() else []:
+        result, where = RunResult.from_json(path), paths.locate(path)
+        config = result.config
+        lr = result.summary.get("lr", config.get("lr"))
+        rows.append({"regime": where.regime, "arch": config.get("arch", where.arch),
+                     "optimizer": config.get("optimizer", paths.parse_stem(where.stem).get("optimizer")),
+                     "lr": float(lr if lr is not None else paths.parse_stem(where.stem).get("lr") or math.nan),
+                     "status": result.status, "val_loss": result.summary.get("val_loss")})
+    columns = ["regime", "arch", "optimizer", "lr", "status", "val_loss"]
+    return pd.DataFrame(rows, columns=columns).astype({"lr": float, "val_loss": float})
+
+
 def choose(runs_df: pd.DataFrame) -> pd.DataFrame:
     """One row per architecture and optimizer swept in `runs_df` (the runs table; other regimes ignored)."""
     sweep = runs_df[runs_df["regime"] == "sweep"]
@@ -56,5 +82,5 @@ def chosen_lrs(runs_df: pd.DataFrame, pairs) -> dict:
     missing = [f"{arch}/{optimizer}" for arch, optimizer in pairs if (arch, optimizer) not in choices.index]
     if missing:
         raise TuningError(f"no sweep results for {', '.join(missing)}: run the sweep stage first "
-                          "(python -m gum_utils.grid --stage sweep ...)")
+                          "(python -m gum_utils.study.grid --stage sweep ...)")
     return {pair: float(choices[pair]) for pair in pairs}

@@ -6,7 +6,7 @@ a tokenizer, image processor or model written with `save_pretrained`. Local dire
 load offline; a hub id needs a network (or its copy in the local cache with
 HF_HUB_OFFLINE=1), and fails at once with a message saying how to point to a local copy.
 
-Each split becomes the dict of tensors `gum_utils.data` makes of the embedded data, so the
+Each split becomes the dict of tensors an architecture makes of the embedded data, so the
 training loop cannot tell them apart: ViT pixels through the image processor (224 x 224)
 with class labels; text packed into full rows of `seq_len` tokens ([BOS] first), labels
 shifted for Llama, BERT masking for ModernBERT; nanoVLM [BOS] <image> x n, question,
@@ -17,37 +17,17 @@ answer [EOS], with only the answer supervised. Only as many rows as a run needs 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from .data import DataShape, Vocabulary, mask_for_evaluation, pad_rows, shifted_labels
+from .shapes import DataShape, HubData
+from .embedded import Vocabulary, pad_rows, shifted_labels
 
-DATA_SOURCES = ("embedded", "hub")
-
-
-@dataclass(frozen=True)
-class HubData:
-    """Where a run's data comes from. The validation split is the dataset's own `validation`
-    or `test` split; a dataset with neither keeps its first HELD_OUT training rows back."""
-
-    dataset: str  # hub id or save_to_disk directory
-    subset: str | None  # the dataset's configuration name
-    tokenizer: str | None  # text archs and nanoVLM
-    image_processor: str | None  # image archs
-
-
-WIKITEXT = ("Salesforce/wikitext", "wikitext-103-raw-v1")
-# Well-known public sets, one per task; named in the book's methods page.
-DEFAULT_DATA = {
-    "vit": HubData("uoft-cs/cifar10", None, None, "google/vit-base-patch16-224"),
-    "modernbert": HubData(*WIKITEXT, "answerdotai/ModernBERT-base", None),
-    "llama": HubData(*WIKITEXT, "meta-llama/Llama-3.2-1B", None),
-    # VQAv2 as packaged in The Cauldron (what nanoVLM trained on): a train split only.
-    "nanovlm": HubData("HuggingFaceM4/the_cauldron", "vqav2", "HuggingFaceTB/SmolLM2-135M",
-                       "google/siglip-base-patch16-224"),
-}
+WIKITEXT = ("Salesforce/wikitext", "wikitext-103-raw-v1")  # the text architectures' default corpus
+# The validation split is the dataset's own `validation` or `test` split; a dataset with neither
+# keeps its first HELD_OUT training rows back.
 VAL_SPLITS = ("validation", "test")
 HELD_OUT = 512  # rows kept back for validation when a dataset has no validation split
 HOW_DATASET = ("where it is reachable run datasets.load_dataset(NAME, SUBSET).save_to_disk(DIR), copy DIR here "
@@ -56,19 +36,17 @@ HOW_MODEL = ("where it is reachable run {cls}.from_pretrained(NAME).save_pretrai
              "pass its path")
 
 
-def source(arch: str, dataset: str | None = None, tokenizer: str | None = None,
+def source(arch, dataset: str | None = None, tokenizer: str | None = None,
            pretrained: str | None = None) -> HubData:
-    """The arch's default source with the run's overrides; `dataset` may be 'id:subset'.
-    A pretrained checkpoint brings its own tokenizer (ViT: image processor) unless one is named."""
-    from dataclasses import replace
-
-    base = DEFAULT_DATA[arch]
+    """The architecture's default source with the run's overrides; `dataset` may be 'id:subset'.
+    A pretrained checkpoint brings its own tokenizer (an image model: image processor) unless one is named."""
+    base = arch.hub_data
     if dataset:
         name, _, subset = (dataset, "", "") if _is_local(dataset) else dataset.partition(":")
         base = replace(base, dataset=name, subset=subset or None)
     processor = tokenizer or pretrained
     if processor:
-        field = "image_processor" if arch == "vit" else "tokenizer"
+        field = "tokenizer" if arch.reads_text else "image_processor"
         base = replace(base, **{field: processor})
     return base
 
@@ -219,14 +197,19 @@ def _end_id(tokenizer) -> int:
     return next(i for i in (tokenizer.eos_token_id, tokenizer.sep_token_id) if i is not None)
 
 
-def encode_text(rows, tokenizer, arch: str, shape: DataShape, count: int) -> dict:
+def encode_text(rows, tokenizer, causal: bool, shape: DataShape, count: int) -> dict:
     import torch
 
     ids = _token_rows(rows, tokenizer, shape.seq_len, count)
     batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.ones(ids.shape, dtype=torch.int64)}
-    if arch == "llama":  # rows are full: every next token is a target
+    if causal:  # rows are full: every next token is a target
         batch["labels"] = torch.from_numpy(shifted_labels(ids, np.ones_like(ids, dtype=bool)))
     return batch
+
+
+def both_splits(train_count: int, val_count: int, encode) -> tuple:
+    """(train, val): what `encode(split name, count)` makes of each split."""
+    return encode("train", train_count), encode("val", val_count)
 
 
 def vocabulary(tokenizer) -> Vocabulary:
@@ -268,36 +251,13 @@ def encode_vqa(rows, tokenizer, processor, shape: DataShape, image_token_id: int
 
 
 # ------------------------------------------------------------------- a run's
-def nanovlm_shape(model_config, base: DataShape) -> DataShape:
-    """The image size and <image> count the model's own config implies (pretrained ones differ)."""
-    from dataclasses import replace
-
-    from .models import image_tokens
-
-    vision = model_config.vision_config
-    tokens = image_tokens(vision.image_size, vision.patch_size, model_config.scale_factor)
-    return replace(base, image_size=vision.image_size, image_seq_len=tokens)
-
-
-def load_splits(arch: str, src: HubData, shape: DataShape, model_config, train_samples: int, val_samples: int):
+def load_splits(arch, src: HubData, shape: DataShape, model_config, train_samples: int, val_samples: int):
     """(train split, val split, masking vocabulary or None), each a dict of tensors like the embedded data's."""
     tokenizer = load_tokenizer(src.tokenizer) if src.tokenizer else None
     processor = load_image_processor(src.image_processor) if src.image_processor else None
     _check_vocabulary(tokenizer, model_config)
     splits = open_dataset(src.dataset, src.subset)
-    encoded = []
-    for split, count in (("train", train_samples), ("val", val_samples)):
-        if arch == "vit":
-            encoded.append(encode_images(split_rows(splits, split, count), processor, shape))
-        elif arch == "nanovlm":
-            encoded.append(encode_vqa(split_rows(splits, split, count), tokenizer, processor, shape,
-                                      model_config.image_token_id))
-        else:  # text rows are read until `count` full rows of tokens are packed
-            encoded.append(encode_text(split_rows(splits, split, None), tokenizer, arch, shape, count))
-    vocab = vocabulary(tokenizer) if arch == "modernbert" else None
-    if vocab is not None:
-        encoded[1] = mask_for_evaluation(encoded[1], vocab)
-    return encoded[0], encoded[1], vocab
+    return arch.encode_hub(splits, tokenizer, processor, shape, model_config, train_samples, val_samples)
 
 
 def _check_vocabulary(tokenizer, model_config) -> None:
@@ -307,4 +267,3 @@ def _check_vocabulary(tokenizer, model_config) -> None:
     if len(tokenizer) > text.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary is "
                          f"{text.vocab_size}: use the tokenizer of the model (or its pretrained checkpoint)")
-

@@ -12,9 +12,12 @@ with each optimizer's best value (see `gum_utils.tuning`).
 
 from dataclasses import dataclass
 
-from . import ARCHITECTURES, OPTIMIZERS, STRATEGIES
-from .choices import check_choice
-from .learning_rates import SWEEP_FACTORS, swept
+from ..archs import ARCHITECTURES
+from ..choices import check_choice
+from ..core.strategies import STRATEGIES, strategy as strategy_spec
+from ..optim import OPTIMIZERS, STUDY_OPTIMIZERS
+from . import paths
+from .tuning import SWEEP_FACTORS, swept
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Profile:
         `lr` None keeps the optimizer's shared default, so a tuned cell that chose the default
         has the very parameters (and cell key) of its shared twin.
         """
-        accumulate = strategy == "accumulation"
+        accumulate = strategy_spec(strategy).splits_batch
         parameters = {
             "arch": arch, "size": self.size, "optimizer": optimizer, "strategy": strategy, "seed": seed,
             "steps": self.steps,
@@ -105,21 +108,20 @@ class Cell:
 
     @property
     def stem(self) -> str:
-        if self.lr is not None:
-            return f"{self.optimizer}-lr{self.lr:g}-s{self.seed}"
-        return f"{self.optimizer}-{self.strategy}-s{self.seed}"
+        return paths.stem(self.optimizer, self.strategy, self.seed, self.lr)
 
 
-def _pick(kind: str, chosen, valid: tuple) -> tuple:
+def _pick(kind: str, chosen, valid: tuple, default: tuple | None = None) -> tuple:
+    """The values named (each checked against `valid`), or the study's `default` (else all valid ones)."""
     for value in chosen or ():
         check_choice(kind, value, valid)
-    return tuple(chosen) if chosen else valid
+    return tuple(chosen) if chosen else (default or valid)
 
 
 def cells(prof: Profile, archs=None, optimizers=None, strategies=None, seeds=None) -> list[Cell]:
     """The grid, or the subset named (None = all), seed by seed: the first seed's grid finishes first."""
     archs = _pick("architecture", archs, ARCHITECTURES)
-    optimizers = _pick("optimizer", optimizers, OPTIMIZERS)
+    optimizers = _pick("optimizer", optimizers, OPTIMIZERS, STUDY_OPTIMIZERS)
     strategies = _pick("strategy", strategies, STRATEGIES)
     seeds = tuple(seeds) if seeds else prof.seeds
     return [Cell(a, o, s, seed) for seed in seeds for a in archs for o in optimizers for s in strategies]
@@ -128,6 +130,6 @@ def cells(prof: Profile, archs=None, optimizers=None, strategies=None, seeds=Non
 def sweep_cells(prof: Profile, archs=None, optimizers=None) -> list[Cell]:
     """The learning-rate sweep: standard strategy, the profile's sweep seeds, every swept rate."""
     archs = _pick("architecture", archs, ARCHITECTURES)
-    optimizers = _pick("optimizer", optimizers, OPTIMIZERS)
+    optimizers = _pick("optimizer", optimizers, OPTIMIZERS, STUDY_OPTIMIZERS)
     return [Cell(a, o, "standard", seed, lr) for seed in prof.sweep_seeds for a in archs for o in optimizers
             for lr in swept(a, o, prof.sweep_factors)]

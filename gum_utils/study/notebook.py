@@ -8,7 +8,9 @@ import dataclasses
 import types
 from pathlib import Path
 
-from .choices import check_choice
+from ..archs import architecture
+from ..choices import check_choice
+from ..core.config import RunConfig
 from .profiles import profile as get_profile
 
 # Names a notebook accepts besides RunConfig's fields. None means "the profile's value".
@@ -18,8 +20,6 @@ _NOT_PARAMETERS = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 
 
 def _config_fields() -> tuple:
-    from .train import RunConfig
-
     return tuple(f.name for f in dataclasses.fields(RunConfig) if f.name != "arch")
 
 
@@ -39,8 +39,6 @@ def read_parameters(arch: str, namespace: dict):
     Returns (config, result_path, cell_key). Parameters left None take the profile's value
     for this cell of the grid.
     """
-    from .train import RunConfig
-
     given = _user_names(namespace)
     valid = parameter_names()
     for name in given:
@@ -56,12 +54,17 @@ def read_parameters(arch: str, namespace: dict):
 
 def run(config, result_path: Path, cell_key: str | None = None):
     """Train, write the result file, and return (result, trained model) for the notebook's look."""
-    from .train import train_model
+    from ..core.run import train_model  # torch loads here, when a notebook trains
 
     result, model = train_model(config)
     result.cell_key = cell_key
     result.to_json(result_path)
     return result, model
+
+
+def look(model, config):
+    """The architecture's own look at what the trained model learned (its notebook's last figure)."""
+    return architecture(config.arch).look(model, config)
 
 
 def summary_table(result):

@@ -1,10 +1,10 @@
-"""A multi-process run started from a plain process: torchrun runs the ranks, rank 0 leaves the result.
+"""`train(config)`: the one call that runs a cell, in this process or over several.
 
-`train()` hands a config with `world_size` > 1 to `launch`, which runs
-`torchrun --nproc_per_node=world_size -m gum_utils.launch FOLDER` and waits. Each rank trains
-(`train_model` inside a process group); rank 0 writes the RunResult and the model's full state
-into FOLDER, and `launch` reads them back: the result, and a freshly built model holding that
-state (for a notebook's look at what it learned). So a notebook or the grid needs nothing
+A config with `world_size` > 1 in a plain process goes to `launch`, which runs
+`torchrun --nproc_per_node=world_size -m gum_utils.core.run FOLDER` and waits. Each rank trains
+(`trainer.train_in_process` inside a process group); rank 0 writes the RunResult and the model's
+full state into FOLDER, and `launch` reads them back: the result, and a freshly built model holding
+that state (for a notebook's look at what it learned). So a notebook or the grid needs nothing
 beyond the parameters. A rank that fails writes its own result and exits, which ends the launch.
 """
 
@@ -15,7 +15,29 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..archs import architecture
+from . import distributed
+from .config import RunConfig
 from .results import RunResult
+from .trainer import train_in_process
+
+
+def train(config: RunConfig) -> RunResult:
+    """Train one cell of the grid and return what it measured; never raises for diverged/oom/error."""
+    return train_model(config)[0]
+
+
+def train_model(config: RunConfig):
+    """As `train`, and also return the trained model (None if it could not be built).
+
+    A multi-process config in a plain process is launched with torchrun; the model returned
+    then is a fresh one holding the full state rank 0 saved. Inside a rank, the model is
+    that rank's wrapped (DDP) or sharded (FSDP2) one, and a failure raises RankFailed.
+    """
+    config.validate()
+    if config.world_size > 1 and not distributed.launched_as_rank():
+        return launch(config)
+    return train_in_process(config)
 
 CONFIG, RESULT, STATE = "config.json", "result.json", "model.pt"
 OUTPUT_TAIL = 4000  # characters of torchrun's output kept in an error result
@@ -24,14 +46,14 @@ OUTPUT_TAIL = 4000  # characters of torchrun's output kept in an error result
 def command(world_size: int, folder: Path) -> list[str]:
     # --standalone: a rendezvous on a free local port, so parallel grid workers never collide.
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}",
-            "-m", "gum_utils.launch", str(folder)]
+            "-m", "gum_utils.core.run", str(folder)]
 
 
 def _environment(world_size: int) -> dict:
     """The ranks import this very gum_utils, wherever the caller found it, and share its CPU threads."""
     import torch
 
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     threads = max(1, torch.get_num_threads() // world_size)
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "OMP_NUM_THREADS": str(threads)}
@@ -62,9 +84,7 @@ def launch(config):
 def _load_model(config, path: Path):
     import torch
 
-    from .models import build_model
-
-    model = build_model(config.arch, config.size, config.pretrained)  # a checkpoint's own shape
+    model = architecture(config.arch).build_model(config.size, config.pretrained)  # a checkpoint's own shape
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return model
 
@@ -82,13 +102,10 @@ def _failed_result(config, folder: Path, done: subprocess.CompletedProcess) -> R
 
 def main(argv=None) -> int:
     """One rank: train the config in FOLDER; rank 0 saves the result and the full model state there."""
-    from . import distributed
-    from .train import RunConfig, train_model
-
     folder = Path((argv or sys.argv[1:])[0])
     config = RunConfig.from_dict(json.loads((folder / CONFIG).read_text()))
     try:
-        result, model = train_model(config)
+        result, model = train_in_process(config)
     except distributed.RankFailed as failed:
         rank = os.environ.get("RANK", "0")
         failed.result.error = f"rank {rank}: {failed.result.error}"
@@ -104,6 +121,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from . import distributed
-
     distributed.end_rank(main())

@@ -19,8 +19,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from .choices import check_choice
-from .measure import local_shard as _local
+from ..choices import check_choice, require as _require
 
 BETA_RULES = ("pr+", "fr", "hs", "dy")
 LINE_SEARCHES = (None, "armijo", "strong_wolfe")
@@ -31,6 +30,14 @@ EXTRAPOLATE = (1.1, 10.0)   # while bracketing, the next trial lies in [1.1 t, 1
 STEP_RATIO_BOUNDS = (1e-2, 1e2)  # bounds on the N&W initial-step ratio, so one odd slope cannot blow t up
 _FRESH_STATS = dict(step=0, n_evals=0, total_evals=0, n_restarts=0, since_restart=0, restart_reason=None,
                     line_search_failed=False, t=None, slope=None)  # t, slope: last accepted step, for t0
+
+
+def local_shard(tensor: torch.Tensor) -> torch.Tensor:
+    """What this process holds of a tensor: under FSDP2 a parameter is a DTensor, and that is its shard."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+_local = local_shard
 
 
 def _dot(xs, ys) -> float:
@@ -398,7 +405,3 @@ def _is_int(x) -> bool:
 def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
-
-def _require(condition, message):
-    if not condition:
-        raise ValueError(message)

@@ -7,11 +7,8 @@ its own, removed afterwards. The client writes what comes back into the book's r
 Imports no torch.
 """
 
-import atexit
 import functools
-import hashlib
 import os
-import shutil
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -19,24 +16,11 @@ from pathlib import Path
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from .results import RunResult
+from ..core.results import RunResult
+from .fingerprint import code_fingerprint
+from .kernels import KERNEL_ENV, ONE_CELL_AT_A_TIME, WARM
 
-PACKAGE = Path(__file__).resolve().parent
-# The code a result depends on; a change here invalidates the results (plots and book do not).
-TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "distributed.py", "flops.py", "hub.py",
-                 "launch.py", "learning_rates.py", "measure.py", "models.py", "notebook.py", "nvml.py", "optim.py",
-                 "profiles.py", "results.py", "strategies.py", "train.py", "looks.py")
-KERNEL_ENV = {"TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
 STARTED_TOPIC = "gum-cell-started"  # a worker logs each start: the client counts the cells run again
-
-
-def code_fingerprint() -> str:
-    digest = hashlib.sha256()
-    files = [PACKAGE / name for name in TRAINING_CODE] + sorted((PACKAGE / "assets").glob("*"))
-    for path in files:
-        if path.is_file():
-            digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -79,7 +63,7 @@ def run_cell(job: CellJob) -> CellOutcome:
     threads = str(job.threads or _own_cores())
     # Dask's nanny pins the BLAS libraries to one thread; the cell's kernel gets the cell's threads.
     os.environ.update(KERNEL_ENV, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
-    with _ONE_CELL_AT_A_TIME, tempfile.TemporaryDirectory(prefix="gum-cell-") as scratch:
+    with ONE_CELL_AT_A_TIME, tempfile.TemporaryDirectory(prefix="gum-cell-") as scratch:
         outcome, raised = _run_in(Path(scratch), job)
     if raised and outcome.status == "error":
         raise CellFailed(outcome)
@@ -126,13 +110,13 @@ def _execute(notebook: Path, executed: Path, parameters: dict) -> str | None:
 
     try:  # no cwd: the warm kernel keeps its own, and the worker's threads share the process's
         papermill.execute_notebook(str(notebook), str(executed), parameters=parameters, kernel_name="python3",
-                                   progress_bar=False, log_output=False, km=_WARM.kernel())
+                                   progress_bar=False, log_output=False, km=WARM.kernel())
     except Exception as exc:  # the executed notebook keeps the traceback
         if isinstance(exc, papermill.PapermillExecutionError):  # the cell's own exception, not papermill's
             return f"{exc.ename}: {exc.evalue}"[:2000]
         return f"{type(exc).__name__}: {exc}"[:2000]
     finally:
-        _WARM.reset()
+        WARM.reset()
     return None
 
 
@@ -165,67 +149,6 @@ def _hide_parameter_cells(path: Path) -> None:
     nbformat.write(notebook, path)
 
 
-class WarmKernel:
-    """One Jupyter kernel per worker process, reused from cell to cell with its namespace reset.
-
-    Importing torch and transformers takes ~5 s of CPU, several times a tiny cell's training;
-    a warm kernel pays it once per worker. Every run seeds itself, so results do not depend on
-    what ran before (a test checks a reused kernel against a fresh one). A kernel that died
-    is replaced. The kernel lives in a directory of its own (its cwd and start-up log),
-    removed when it is shut down.
-    """
-
-    WARM_UP = "import gum_utils.train, gum_utils.looks, gum_utils.notebook, matplotlib.pyplot"
-
-    def __init__(self):
-        self._manager = None
-        self._home = None
-        self._log = None
-
-    def kernel(self):
-        if self._manager is None or not self._manager.is_alive():
-            from jupyter_client import KernelManager
-
-            self.shutdown()
-            self._home = Path(tempfile.mkdtemp(prefix="gum-kernel-"))
-            # The kernel's own start-up chatter goes to a log, not over the progress bar.
-            self._log = open(self._home / "kernel.log", "a")
-            self._manager = KernelManager(kernel_name="python3")
-            self._manager.start_kernel(cwd=str(self._home), env=dict(os.environ), stdout=self._log,
-                                       stderr=self._log)
-            self._run(self.WARM_UP)
-        return self._manager
-
-    def reset(self) -> None:
-        if self._manager is not None and self._manager.is_alive():
-            self._run("get_ipython().run_line_magic('reset', '-f')")
-
-    def _run(self, code: str) -> None:
-        client = self._manager.client()
-        client.start_channels()
-        try:
-            client.wait_for_ready(timeout=60)
-            client.execute_interactive(code, timeout=120, output_hook=lambda message: None)
-        finally:
-            client.stop_channels()
-
-    def shutdown(self) -> None:
-        if self._manager is not None and self._manager.is_alive():
-            self._manager.shutdown_kernel(now=True)
-        self._manager = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        if self._home is not None:
-            shutil.rmtree(self._home, ignore_errors=True)
-            self._home = None
-
-
-_WARM = WarmKernel()
-_ONE_CELL_AT_A_TIME = threading.Lock()  # a worker started with more threads still shares one kernel
-atexit.register(_WARM.shutdown)  # a worker that exits without closing (a killed one's kernel sees its parent go)
-
-
 class KernelShutdown(WorkerPlugin):
     """Shut the warm kernel down when a Dask worker closes."""
 
@@ -233,4 +156,4 @@ class KernelShutdown(WorkerPlugin):
     idempotent = True
 
     def teardown(self, worker) -> None:
-        _WARM.shutdown()
+        WARM.shutdown()

@@ -1,6 +1,6 @@
 """Build the study's book for one profile: analysis notebooks, tables of numbers, the HTML.
 
-    python -m gum_utils.book --profile cpu [--runs book/runs] [--book-dir book] [--out DIR] [--no-build]
+    python -m gum_utils.report.book --profile cpu [--runs book/runs] [--book-dir book] [--out DIR] [--no-build]
 
 1. executes the analysis templates (`book/templates/*.ipynb`) with papermill into
    `book/report/<profile>/`, one architecture chapter per architecture that has results;
@@ -24,16 +24,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ARCHITECTURES, OPTIMIZERS, STRATEGIES, cell
-from .profiles import PROFILES
+from ..archs import ARCHITECTURES, REGISTRY as ARCHS
+from ..core.results import RunResult, result_files
+from ..core.strategies import STRATEGIES
+from ..optim import OPTIMIZERS
+from ..study import kernels, paths
+from ..study.profiles import PROFILES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BOOK = ROOT / "book"
 REGIMES = ("shared", "tuned", "sweep")  # the order the appendix lists them in
-ARCH_TITLES = {"vit": "ViT", "modernbert": "ModernBERT", "llama": "Llama", "nanovlm": "nanoVLM"}
 # Pages whose reader expects a figure: the browser check asserts at least one on each.
 FIGURE_PAGES = ("architecture-", "overview", "claims")
-KERNEL_ENV = {**cell.KERNEL_ENV, "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+KERNEL_ENV = {**kernels.KERNEL_ENV, "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
 BUILD_OUTPUTS = ("html", ".doctrees", "jupyter_execute")  # what a build writes under _build
 
 
@@ -67,12 +70,10 @@ def profile_root(runs: Path, profile: str) -> Path:
 def run_pages(runs_root: Path, book_dir: Path) -> list[RunPage]:
     """Every executed run notebook of the profile, in the order the appendix lists them."""
     pages = []
-    for notebook in runs_root.glob("*/*/*.ipynb"):
-        if notebook.name.startswith(".") or notebook.parent.parent.name.startswith("."):
-            continue  # a half-written notebook, or logs
-        regime, arch = notebook.parent.parent.name, notebook.parent.name
+    for notebook in paths.run_notebooks(runs_root):
+        where = paths.locate(notebook)
         docname = notebook.relative_to(book_dir).with_suffix("").as_posix()
-        pages.append(RunPage(arch, regime, notebook.stem, docname))
+        pages.append(RunPage(where.arch, where.regime, where.stem, docname))
     return sorted(pages, key=_run_order)
 
 
@@ -82,23 +83,18 @@ def _rank(value, order) -> tuple:
 
 
 def _run_order(page: RunPage) -> tuple:
-    optimizer, detail, seed = _stem_parts(page.stem)
-    return (_rank(page.arch, ARCHITECTURES), _rank(page.regime, REGIMES), _rank(optimizer, OPTIMIZERS),
-            _rank(detail, STRATEGIES), int(seed) if seed.isdigit() else -1, page.stem)
-
-
-def _stem_parts(stem: str) -> tuple[str, str, str]:
-    """`adam-standard-s0` -> (adam, standard, 0); a sweep's `sgd-lr0.1-s0` -> (sgd, lr0.1, 0)."""
-    head, _, seed = stem.rpartition("-s")
-    optimizer, _, detail = head.partition("-")
-    return optimizer, detail, seed
+    named = paths.parse_stem(page.stem)
+    return (_rank(page.arch, ARCHITECTURES), _rank(page.regime, REGIMES), _rank(named.get("optimizer"), OPTIMIZERS),
+            _rank(named.get("strategy"), STRATEGIES), named.get("lr") or 0.0, named.get("seed", -1), page.stem)
 
 
 def run_title(page: RunPage, several_regimes: bool) -> str:
-    optimizer, detail, seed = _stem_parts(page.stem)
-    if detail.startswith("lr"):
-        detail = f"lr {detail[2:]}"
-    title = f"{optimizer} · {detail} · seed {seed}" if optimizer and seed else page.stem
+    named = paths.parse_stem(page.stem)
+    if named:
+        detail = f"lr {named['lr']:g}" if named["sweep"] else named["strategy"]
+        title = f"{named['optimizer']} · {detail} · seed {named['seed']}"
+    else:
+        title = page.stem
     return f"{title} ({page.regime})" if several_regimes else title
 
 
@@ -107,12 +103,10 @@ def architectures(pages: list[RunPage]) -> list[str]:
 
 
 def arch_title(arch: str) -> str:
-    return ARCH_TITLES.get(arch, arch)
+    return ARCHS[arch].title if arch in ARCHS else arch
 
 
 def require_results(runs_root: Path, profile: str) -> None:
-    from .results import result_files
-
     if not runs_root.is_dir() or not result_files(runs_root):
         raise BookError(f"no results for profile {profile!r} under {runs_root}: "
                         f"run `make grid PROFILE={profile}` first")
@@ -219,8 +213,6 @@ def fresh_report(book_dir: Path, profile: str) -> Path:
 
 def appendix_pages(profile: str, pages: list[RunPage], book_dir: Path) -> list[dict]:
     """One generated page per architecture listing its runs (status included), the runs as its sections."""
-    from .results import RunResult
-
     several_regimes = len({page.regime for page in pages}) > 1
     entries = []
     for arch in architectures(pages):
@@ -264,7 +256,7 @@ def write_toc(book_dir: Path, content: dict) -> Path:
     import yaml
 
     path = book_dir / "_toc.yml"
-    header = "# Generated by gum_utils.book for one profile; edit book.py, not this file.\n"
+    header = "# Generated by gum_utils.report.book for one profile; edit book.py, not this file.\n"
     path.write_text(header + yaml.safe_dump(content, sort_keys=False, allow_unicode=True))
     return path
 
@@ -332,7 +324,7 @@ def main(argv=None) -> int:
     try:
         index = make_book(args.profile, args.book_dir, args.runs, args.out, not args.no_build, args.jobs)
     except BookError as error:
-        print(f"gum_utils.book: {error}", file=sys.stderr)
+        print(f"gum_utils.report.book: {error}", file=sys.stderr)
         return 1
     seconds = time.perf_counter() - started
     if index is None:

@@ -1,6 +1,6 @@
 """The grid runner: papermill runs an architecture's notebook once per cell of a profile.
 
-    python -m gum_utils.grid --profile cpu --jobs 2 [--stage shared] [--arch llama --optimizer cgd ...]
+    python -m gum_utils.study.grid --profile cpu --jobs 2 [--stage shared] [--arch llama --optimizer cgd ...]
 
 A profile runs in stages, each a regime of the study: `shared` (every optimizer at its default
 learning rate, as in the paper), then, where the profile tunes, `sweep` (a short learning-rate
@@ -34,14 +34,17 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cell import STARTED_TOPIC, CellFailed, CellJob, code_fingerprint, error_result, run_cell
-from .profiles import Cell, Profile, cells, profile as get_profile, PROFILES, sweep_cells
-from . import PARALLEL
-from .hub import DATA_SOURCES
-from .results import RunResult, write_atomically
+from ..archs import ARCHITECTURES
+from ..core.config import DATA_SOURCES, PARALLEL, default_lr
+from ..core.results import RunResult, write_atomically
+from ..optim import STUDY_OPTIMIZERS
+from . import paths
+from .cell import STARTED_TOPIC, CellFailed, CellJob, error_result, run_cell
+from .fingerprint import code_fingerprint
+from .profiles import PROFILES, Cell, Profile, cells, profile as get_profile, sweep_cells
 from .tuning import TuningError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 DEFAULT_OUT = ROOT / "book" / "runs"
 STAGES = ("shared", "sweep", "tuned")
@@ -65,7 +68,7 @@ class Task:
 
     @property
     def result_path(self) -> Path:
-        return self.output.with_suffix(".json")
+        return paths.result_path(self.output)
 
     @property
     def name(self) -> str:
@@ -84,7 +87,7 @@ def plan(prof: Profile, out_root: Path, selected: list[Cell], jobs: int | None, 
     for cell in selected:
         parameters = _parameters(prof, cell, (lrs or {}).get((cell.arch, cell.optimizer)))
         notebook = NOTEBOOKS / f"{cell.arch}.ipynb"
-        output = out_root / prof.name / regime / cell.arch / f"{cell.stem}.ipynb"
+        output = paths.notebook_path(out_root, prof.name, regime, cell.arch, cell.stem)
         tasks.append(Task(cell, parameters, notebook, output, cell_key(parameters, notebook, fingerprint), threads))
     return tasks
 
@@ -92,22 +95,18 @@ def plan(prof: Profile, out_root: Path, selected: list[Cell], jobs: int | None, 
 def _parameters(prof: Profile, cell: Cell, lr: float | None) -> dict:
     if cell.lr is not None:
         return prof.sweep_parameters(cell.arch, cell.optimizer, cell.seed, cell.lr)
-    from .learning_rates import default_lr
-
     chosen = None if lr is None or lr == default_lr(cell.arch, cell.optimizer) else lr  # the default: shared twin
     return prof.run_parameters(cell.arch, cell.optimizer, cell.strategy, cell.seed, chosen)
 
 
 def chosen_lrs(prof: Profile, out_root: Path, archs, optimizers) -> dict:
     """The rate each (arch, optimizer) asked for got from its sweep's results under out_root."""
-    from . import ARCHITECTURES, OPTIMIZERS
-    from .tables import runs_table
-    from .tuning import chosen_lrs as from_sweep
+    from .tuning import chosen_lrs as from_sweep, sweep_runs
 
     root = out_root / prof.name
-    runs = runs_table(root) if (root / "sweep").is_dir() else None
-    pairs = [(a, o) for a in archs or ARCHITECTURES for o in optimizers or OPTIMIZERS]
-    if runs is None or runs.empty:
+    runs = sweep_runs(root)
+    pairs = [(a, o) for a in archs or ARCHITECTURES for o in optimizers or STUDY_OPTIMIZERS]
+    if runs.empty:
         raise TuningError(f"no sweep results under {root / 'sweep'}: run the sweep stage first (--stage sweep)")
     return from_sweep(runs, pairs)
 
@@ -349,7 +348,7 @@ def main(argv=None) -> int:
                 counts = run_stage(prof, stage, args.out, jobs, args.force, args.retry_failed, subset, client,
                                    args.retries)
             except TuningError as error:
-                print(f"gum_utils.grid: {error}", file=sys.stderr)
+                print(f"gum_utils.study.grid: {error}", file=sys.stderr)
                 return 1
             for status, n in counts.items():
                 totals[status] = totals.get(status, 0) + n

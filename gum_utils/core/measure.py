@@ -14,8 +14,8 @@ import time
 from contextlib import contextmanager
 
 import torch
-from torch.distributed.tensor import DTensor
 
+from ..optim.cgd import local_shard
 from . import nvml
 
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -144,11 +144,6 @@ class StepTimer:
             return end - start
         end.synchronize()
         return start.elapsed_time(end) / 1000
-
-
-def local_shard(tensor: torch.Tensor) -> torch.Tensor:
-    """What this process holds of a tensor: under FSDP2 a parameter is a DTensor, and that is its shard."""
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
 def _storage_key(tensor: torch.Tensor):

@@ -1,7 +1,7 @@
 """One run over several processes: the process group, the wrapped model, each rank's share of a step.
 
 A rank is one process (one GPU with NCCL, or a CPU process with gloo) started by torchrun
-(see `gum_utils.launch`). Every rank draws the same global batch and keeps its own contiguous
+(see `gum_utils.core.run`). Every rank draws the same global batch and keeps its own contiguous
 shard, so the union over ranks is exactly the one-process batch. `ddp` replicates the model
 (DistributedDataParallel); `fsdp` shards parameters, gradients and optimizer state (FSDP2's
 `fully_shard`) over the ranks, one group per transformer block.

@@ -1,6 +1,6 @@
 """Open the built book in headless Chromium, as a reader would, and check that it shows everything.
 
-    python -m gum_utils.browser_check book/_build/html --screenshots DIR
+    python -m gum_utils.report.browser_check book/_build/html --screenshots DIR
 
 Opens the index and every page of the table of contents, and checks that every image loaded
 (complete, with a natural width), that each analysis page has at least one figure, that no
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from . import ARCHITECTURES
+from ..archs import ARCHITECTURES
 from .book import FIGURE_PAGES
 
 CHROMIUM = "/usr/bin/chromium"

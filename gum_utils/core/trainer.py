@@ -1,4 +1,4 @@
-"""One cell of the grid: `RunConfig` in, `RunResult` out.
+"""The trainer: one cell of the grid, `RunConfig` in, `RunResult` out.
 
 The step is the loop a reader expects (closure = zero grads, forward/backward over the
 micro-batches; optimizer.step(closure)), timed and recorded. Failure is a result: a
@@ -6,159 +6,30 @@ non-finite loss ends the run as `diverged`, running out of memory as `oom`, anyt
 that breaks mid-run as `error`; a bad configuration raises ValueError before anything runs.
 
 With `world_size` > 1 the run spans that many processes: `train()` in a plain process starts
-them with torchrun (`gum_utils.launch`) and returns what rank 0 wrote; inside each rank the same
-`Run` trains its shard of every batch (`gum_utils.distributed`).
+them with torchrun (`gum_utils.core.launch`) and returns what rank 0 wrote; inside each rank the
+same `Run` trains its shard of every batch (`gum_utils.core.distributed`).
 """
 
 import contextlib
-import dataclasses
 import math
 import time
 import traceback
-from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
-from . import (ARCHITECTURES, OPTIMIZERS, PARALLEL, SIZES, STRATEGIES, distributed, environment, flops, hub,
-               learning_rates, measure, optim, strategies)
-from .choices import check_choice
-from .data import EMBEDDED_VOCABULARY, BatchStream, val_batches
-from .models import architecture, build_model
+from ..archs import architecture, hub
+from ..archs.embedded import EMBEDDED_VOCABULARY
+from ..optim import build_optimizer
+from . import distributed, environment, flops, measure
+from .batches import BatchStream, count_items, val_batches
+from .config import RunConfig, default_lr
+from .distributed import SINGLE, Ranks
 from .results import RunResult
+from .strategies import strategy as strategy_spec
 
-DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("float32", "bfloat16")
 DEVICE_DATA_FRACTION = 0.25  # of free GPU memory a training split may take to live there
-HUB_TRAIN_ROWS = 4096  # rows a hub run reads at most; longer runs go round them again  # bfloat16: autocast of the forward pass; weights stay float32
-
-
-@dataclass
-class RunConfig:
-    arch: str
-    size: str = "tiny"
-    optimizer: str = "adam"
-    strategy: str = "standard"
-    seed: int = 0
-    steps: int = 30
-    batch_size: int = 16
-    micro_batch_size: int | None = None  # accumulation only: samples per forward/backward
-    lr: float | None = None  # None: learning_rates.DEFAULT_LR for this architecture and optimizer
-    optimizer_options: dict = field(default_factory=dict)  # e.g. {"line_search": "strong_wolfe"}
-    fixed_batch: bool = False  # train on the first batch every step: the overfitting sanity check
-    eval_every: int | None = None  # validate every N steps (and always at the end)
-    eval_samples: int = 256
-    device: str = "auto"
-    dtype: str = "float32"
-    data: str = "embedded"  # or "hub": a dataset by name, the model's own tokenizer (gum_utils.hub)
-    dataset: str | None = None  # hub only: an id ("name" or "name:subset") or a save_to_disk directory
-    tokenizer: str | None = None  # hub only: a tokenizer (ViT: image processor) id or directory
-    pretrained: str | None = None  # a checkpoint id or save_pretrained directory to fine-tune
-    sample_interval_s: float = 0.1
-    world_size: int = 1  # processes of one run (torchrun); batch_size is split across them
-    parallel: str = "ddp"  # world_size > 1: "ddp" replicates the model, "fsdp" shards it; 1 process keeps "ddp"
-
-    def __post_init__(self):
-        self.validate()
-
-    def validate(self) -> None:
-        check_choice("architecture", self.arch, ARCHITECTURES)
-        check_choice("size", self.size, SIZES)
-        check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        check_choice("strategy", self.strategy, STRATEGIES)
-        check_choice("device", self.device, DEVICES)
-        check_choice("dtype", self.dtype, DTYPES)
-        check_choice("parallel mode", self.parallel, PARALLEL)
-        _require(isinstance(self.seed, int) and self.seed >= 0, f"seed must be an integer >= 0, got {self.seed!r}")
-        _require(isinstance(self.steps, int) and self.steps >= 1, f"steps must be an integer >= 1, got {self.steps!r}")
-        _require(isinstance(self.batch_size, int) and self.batch_size >= 1,
-                 f"batch_size must be an integer >= 1, got {self.batch_size!r}")
-        _require(self.lr is None or (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0),
-                 f"lr must be a number > 0 (or None for the default), got {self.lr!r}")
-        _require(self.eval_every is None or (isinstance(self.eval_every, int) and self.eval_every >= 1),
-                 f"eval_every must be an integer >= 1 or None, got {self.eval_every!r}")
-        _require(isinstance(self.eval_samples, int) and self.eval_samples >= 1,
-                 f"eval_samples must be an integer >= 1, got {self.eval_samples!r}")
-        _require(self.sample_interval_s > 0, f"sample_interval_s must be > 0, got {self.sample_interval_s!r}")
-        _require(isinstance(self.fixed_batch, bool), f"fixed_batch must be True or False, got {self.fixed_batch!r}")
-        _require(isinstance(self.optimizer_options, dict),
-                 f"optimizer_options must be a dict, got {self.optimizer_options!r}")
-        self._validate_processes()
-        self._validate_micro_batches()
-        self._validate_data()
-
-    def _validate_data(self) -> None:
-        check_choice("data", self.data, hub.DATA_SOURCES)
-        for name in ("dataset", "tokenizer", "pretrained"):
-            value = getattr(self, name)
-            _require(value is None or (isinstance(value, str) and value.strip()),
-                     f"{name} must be a hub id or a local directory (a non-empty string) or None, got {value!r}")
-        if self.data == "embedded":
-            _require(self.dataset is None and self.tokenizer is None,
-                     "dataset and tokenizer are for data='hub'; the embedded data has its own")
-        uses_text = self.arch != "vit"
-        _require(self.data == "embedded" or self.size == "paper",
-                 "data='hub' feeds the models' real tokenizers and 224-pixel images, so it needs size='paper'")
-        _require(self.pretrained is None or self.size == "paper",
-                 "a pretrained checkpoint has the published shapes: use size='paper' with it")
-        _require(self.pretrained is None or not uses_text or self.data == "hub",
-                 f"a pretrained {self.arch} needs its own tokenizer: use data='hub' with it")
-
-    def _validate_processes(self) -> None:
-        _require(isinstance(self.world_size, int) and not isinstance(self.world_size, bool) and self.world_size >= 1,
-                 f"world_size must be an integer >= 1 (processes of the run), got {self.world_size!r}")
-        # One process has nothing to shard: a result saying "fsdp" there would claim what did not happen.
-        _require(self.world_size > 1 or self.parallel == "ddp",
-                 f"parallel={self.parallel!r} needs world_size > 1; a one-process run keeps the default 'ddp' "
-                 "(and records no parallel mode)")
-        _require(self.batch_size % self.world_size == 0,
-                 f"batch_size={self.batch_size} must be divisible by world_size={self.world_size}: "
-                 "every rank trains on an equal share of the batch")
-
-    def _validate_micro_batches(self) -> None:
-        micro, share = self.micro_batch_size, self.rank_batch_size
-        whole = f"batch_size={self.batch_size}" if self.world_size == 1 else \
-            f"the per-rank batch {share} (batch_size={self.batch_size} / world_size={self.world_size})"
-        if self.strategy != "accumulation":
-            _require(micro in (None, share),
-                     f"micro_batch_size is for strategy 'accumulation' only; {self.strategy!r} uses the whole "
-                     f"batch (leave micro_batch_size None or equal to {whole})")
-            return
-        _require(isinstance(micro, int) and micro >= 1,
-                 f"strategy 'accumulation' needs micro_batch_size, an integer >= 1, got {micro!r}")
-        smaller = "batch_size" if self.world_size == 1 else "the per-rank batch"
-        _require(micro < share,
-                 f"accumulation needs micro_batch_size < {smaller} (got {micro} and {whole}): "
-                 "with one micro-batch it is the standard strategy")
-        _require(share % micro == 0, f"micro_batch_size={micro} must divide {whole}")
-
-    @property
-    def resolved_lr(self) -> float:
-        return self.lr if self.lr is not None else learning_rates.default_lr(self.arch, self.optimizer)
-
-    @property
-    def rank_batch_size(self) -> int:
-        """Samples per step on each process (all of them on one)."""
-        return self.batch_size // self.world_size
-
-    @property
-    def effective_micro_batch_size(self) -> int:
-        return self.micro_batch_size or self.rank_batch_size
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "RunConfig":
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ValueError(f"unknown RunConfig field(s) {unknown}; valid fields: {', '.join(known)}")
-        return cls(**values)
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(message)
+HUB_TRAIN_ROWS = 4096  # rows a hub run reads at most; longer runs go round them again
 
 
 def resolve_device(name: str) -> torch.device:
@@ -180,7 +51,7 @@ def _to_device(batch: dict, device: torch.device) -> dict:
 def keeps_split_on_device(stream: BatchStream, device: torch.device, free_bytes: int | None = None) -> bool:
     """Whether the training split goes to the GPU once, ahead of training: where it takes at most
     a quarter of the free memory (and is not masked on the host)."""
-    if device.type != "cuda" or stream.arch == "modernbert":
+    if device.type != "cuda" or stream.arch.masks_batches:
         return False
     free = free_bytes if free_bytes is not None else torch.cuda.mem_get_info(device)[0]
     return stream.nbytes <= free * DEVICE_DATA_FRACTION
@@ -189,6 +60,41 @@ def keeps_split_on_device(stream: BatchStream, device: torch.device, free_bytes:
 def precision_context(device: torch.device, dtype: str):
     """A factory of the forward pass's precision context: bfloat16 autocast, or float32 as is."""
     return lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+
+
+def summed_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+    """Cross-entropy summed over the batch's real items (labels are pre-shifted; -100 is ignored)."""
+    inputs = {key: value for key, value in batch.items() if key != "labels"}
+    logits = model(**inputs).logits
+    labels = batch["labels"]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                           ignore_index=-100, reduction="sum")
+
+
+def forward_backward(model: torch.nn.Module, micros: list[dict], window_items: int,
+                     precision=contextlib.nullcontext, ranks: Ranks = SINGLE) -> torch.Tensor:
+    """Accumulate into .grad the gradient of the window's mean loss; return that loss (detached).
+
+    The loss of the window is a sum over all its items (target tokens or samples) divided by the
+    total count of real items in the window, so 4 micro-batches of 4 give exactly the gradient of
+    one batch of 16, padding included. `precision` is a context for the forward pass only (e.g.
+    bfloat16 autocast). Over several processes (`ranks`), `window_items` counts the items of every
+    rank's micro-batches, gradients are synchronised on the last micro-batch only, and the loss
+    returned is the sum over ranks: the global window loss, the same on every rank.
+    """
+    window_loss = torch.zeros((), device=micros[0]["labels"].device)
+    last = len(micros) - 1
+    for index, micro in enumerate(micros):
+        with ranks.gradient_sync(model, index == last):
+            with precision():
+                loss = summed_loss(model, micro) / window_items
+            ranks.backward(loss)
+        window_loss += loss.detach()
+    return ranks.sum(window_loss)
+
+
+def window_items(micros: list[dict]) -> int:
+    return sum(count_items(micro) for micro in micros)
 
 
 def _is_oom(error: BaseException) -> bool:
@@ -236,41 +142,40 @@ class Run:
     def setup(self):
         config = self.config
         torch.manual_seed(config.seed)
-        spec = architecture(config.arch)
-        self.shape = spec.shape(config.size)
+        self.arch, self.strategy = architecture(config.arch), strategy_spec(config.strategy)
+        self.shape = self.arch.shape(config.size)
         self.precision = precision_context(self.device, config.dtype)
         self.timer = measure.StepTimer(self.device)
         with self.device:  # initialised where it trains: a 1B model builds in seconds on a GPU
-            self.model = build_model(config.arch, config.size, config.pretrained)
+            self.model = self.arch.build_model(config.size, config.pretrained)
         self.model.to(self.device).train()
         train_split, val_split, vocab = self.splits()
-        self.stream = BatchStream(config.arch, "train", self.shape, config.batch_size, config.seed,
+        self.stream = BatchStream(self.arch, "train", self.shape, config.batch_size, config.seed,
                                   prepared=train_split, vocab=vocab)
         self.device_data_bytes = 0  # counted in the GPU's peak memory where the split lives there
         if keeps_split_on_device(self.stream, self.device):
             self.device_data_bytes = self.stream.nbytes
             self.stream.to(self.device)
         self.val = [_to_device(b, self.device) for b in val_batches(
-            config.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples, prepared=val_split)]
+            self.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples, prepared=val_split)]
         micros, counts = self.next_step_batches()
         self.flops_per_step = self.step_flops(micros, counts[0])  # before checkpointing: model FLOPs
-        strategies.prepare_model(self.model, config.strategy)
+        self.strategy.prepare(self.model)
         self.activations, unused = self.activation_bytes(micros, counts[0])
         # Metered on the plain model, this rank's micro-batch only; then wrapped for the ranks.
         self.model = distributed.wrap(self.model, self.ranks, unused_parameters=unused)
-        self.optimizer = optim.build_optimizer(config.optimizer, self.model.parameters(), config.resolved_lr,
-                                               **config.optimizer_options)
+        self.optimizer = build_optimizer(config.optimizer, self.model.parameters(), config.resolved_lr,
+                                         **config.optimizer_options)
 
     def splits(self):
         """(train, val, masking vocabulary): None for the embedded splits, else read from the hub."""
         config = self.config
         if config.data == "embedded":
             return None, None, EMBEDDED_VOCABULARY
-        if config.arch == "nanovlm":
-            self.shape = hub.nanovlm_shape(self.model.config, self.shape)
-        source = hub.source(config.arch, config.dataset, config.tokenizer, config.pretrained)
+        self.shape = self.arch.hub_shape(self.model.config, self.shape)
+        source = hub.source(self.arch, config.dataset, config.tokenizer, config.pretrained)
         rows = min(config.steps * config.batch_size, HUB_TRAIN_ROWS)
-        train_split, val_split, vocab = hub.load_splits(config.arch, source, self.shape, self.model.config, rows,
+        train_split, val_split, vocab = hub.load_splits(self.arch, source, self.shape, self.model.config, rows,
                                                         config.eval_samples)
         return train_split, val_split, vocab or EMBEDDED_VOCABULARY
 
@@ -284,12 +189,12 @@ class Run:
             batch = next(self.stream)
             counts = self.stream.last_counts  # of the whole batch, all ranks' shares: every rank draws it
             batch = self.ranks.shard(batch)
-            micros = strategies.micro_batches(batch, self.config.strategy, self.config.effective_micro_batch_size)
+            micros = self.strategy.micro_batches(batch, self.config.effective_micro_batch_size)
             self._batches = [_to_device(m, self.device) for m in micros], counts
         return self._batches
 
     def forward_backward(self, micros, items):
-        return strategies.forward_backward(self.model, micros, items, self.precision, self.ranks)
+        return forward_backward(self.model, micros, items, self.precision, self.ranks)
 
     def step(self, micros, items):
         def closure():
@@ -300,7 +205,7 @@ class Run:
 
     def step_flops(self, micros, items) -> int:
         """Model FLOPs of one step (all ranks), counted on this rank's first micro-batch (all have its shape)."""
-        counted = flops.count_flops(lambda: strategies.forward_backward(self.model, micros[:1], items, self.precision))
+        counted = flops.count_flops(lambda: forward_backward(self.model, micros[:1], items, self.precision))
         self.model.zero_grad(set_to_none=True)
         return counted * len(micros) * self.ranks.world_size
 
@@ -309,7 +214,7 @@ class Run:
         (on the model not yet wrapped: no collectives); and whether a parameter got no gradient."""
         meter = measure.SavedTensorMeter(self.model)
         with meter.recording():
-            strategies.forward_backward(self.model, micros[:1], items, self.precision)
+            forward_backward(self.model, micros[:1], items, self.precision)
         unused = any(p.grad is None for p in self.model.parameters() if p.requires_grad)
         self.model.zero_grad(set_to_none=True)
         return meter.bytes, unused
@@ -370,23 +275,13 @@ class Run:
         return pending is None or self.record(*pending)
 
 
-def train(config: RunConfig) -> RunResult:
-    """Train one cell of the grid and return what it measured; never raises for diverged/oom/error."""
-    return train_model(config)[0]
+def train_in_process(config: RunConfig):
+    """Train `config` in this process (one rank of a multi-process run, or the whole of a one-process run).
 
-
-def train_model(config: RunConfig):
-    """As `train`, and also return the trained model (None if it could not be built).
-
-    A multi-process config in a plain process is launched with torchrun; the model returned
-    then is a fresh one holding the full state rank 0 saved. Inside a rank, the model is
-    that rank's wrapped (DDP) or sharded (FSDP2) one, and a failure raises RankFailed.
+    Returns (RunResult, trained model or None); never raises for diverged/oom/error, except that a
+    failed rank raises RankFailed: its peers may wait in a collective, so the launch must end.
     """
     config.validate()
-    if config.world_size > 1 and not distributed.launched_as_rank():
-        from .launch import launch
-
-        return launch(config)
     run = Run(config)
     started = time.perf_counter()
     sampler = measure.Sampler(run.device, config.sample_interval_s)
@@ -404,7 +299,7 @@ def train_model(config: RunConfig):
     run.result.summary["device_data_bytes"] = getattr(run, "device_data_bytes", 0)
     _add_flops(run.result, getattr(run, "flops_per_step", None), config.dtype, run.ranks.world_size)
     if run.ranks.world_size > 1 and run.result.status in ("oom", "error"):
-        raise distributed.RankFailed(run.result)  # its peers may wait in a collective: end the launch
+        raise distributed.RankFailed(run.result)
     run.result.summary.update(distributed.gather_memory(run.result.summary, run.result.memory, run.ranks))
     return run.result, run.model
 
@@ -465,7 +360,7 @@ def _add_flops(result: RunResult, flops_per_step: int | None, dtype: str, world_
 
 
 def _default_lr(config: dict):
-    return learning_rates.default_lr(config["arch"], config["optimizer"])
+    return default_lr(config["arch"], config["optimizer"])
 
 
 def _per_second(steady: list[dict], key: str, records: list[dict]):

@@ -11,8 +11,10 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.patches import Patch, Rectangle
 
-from . import ARCHITECTURES, OPTIMIZERS, STRATEGIES
-from .choices import check_choice
+from ..archs import ARCHITECTURES
+from ..choices import check_choice
+from ..core.strategies import STRATEGIES
+from ..optim import OPTIMIZERS
 from .stats import summarize
 
 OPTIMIZER_COLORS = dict(zip(OPTIMIZERS, sns.color_palette("colorblind", len(OPTIMIZERS))))

@@ -4,12 +4,12 @@ A run that failed (diverged, oom, error) keeps its row in the runs table with it
 missing number always has a visible reason. Imports no torch.
 """
 
-import re
 from pathlib import Path
 
 import pandas as pd
 
-from .results import RunResult, result_files
+from ..core.results import RunResult, result_files
+from ..study import paths
 
 # The columns that say which run a row belongs to; `run` (the file's path without suffix) is unique.
 RUN_ID = ["run", "profile", "regime", "arch", "optimizer", "strategy", "seed", "lr", "batch_size", "status"]
@@ -30,19 +30,17 @@ CELL_METRICS = {"val_loss": ("val_loss", 1.0), "final_loss": ("final_loss", 1.0)
                 "peak_mib": ("peak_memory_bytes", 2.0**-20), "state_mib": ("mem_total", 2.0**-20),
                 "utilization": ("utilization_percent", 1.0), "mfu_percent": ("mfu", 100.0)}
 BUDGETS = {"samples_seen": "samples_seen", "step": "step", "time": "time_s"}  # budget name -> steps column
-# `<optimizer>-<strategy>-s<seed>` in a grid, `<optimizer>-lr<value>-s<seed>` in a sweep (the value may hold "-").
-STEM = re.compile(r"^(?P<optimizer>[a-z]+)-(?:lr(?P<lr>.+)|(?P<strategy>[a-z]+))-s(?P<seed>\d+)$")
 
 
 def _identity(path: Path, root: Path, result: RunResult) -> dict:
     """Who the run is: the config where it says, else the file name (a failed run may lack fields)."""
-    config, named = result.config, STEM.match(path.stem)
-    named = named.groupdict() if named else {}
+    config, where = result.config, paths.locate(path)
+    named = paths.parse_stem(where.stem)
     lr = result.summary.get("lr", config.get("lr"))
     return {
         "run": path.relative_to(root).with_suffix("").as_posix(),
-        "profile": path.parent.parent.parent.name, "regime": path.parent.parent.name,
-        "arch": config.get("arch", path.parent.name),
+        "profile": where.profile, "regime": where.regime,
+        "arch": config.get("arch", where.arch),
         "optimizer": config.get("optimizer", named.get("optimizer")),
         "strategy": config.get("strategy", named.get("strategy") or "standard"),
         "seed": int(config.get("seed", named.get("seed", -1))),

@@ -1,0 +1,1 @@
+"""The study: profiles, the grid of cells on Dask, tuning, and where run files live."""
