@@ -14,10 +14,13 @@ HTML := book/_build/html/index.html
 
 .PHONY: reproduce test grid analysis book check-book browser bench gpu-check paper-smoke clean
 
+# pip's and the build backend's chatter goes to a log, shown only if the install fails.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
+	@echo "installing the package and its pinned dependencies into $(VENV) (log: $(VENV)/install.log)"
+	@($(PY) -m pip install --quiet --upgrade pip && \
+	  $(PY) -m pip install --quiet -c constraints.txt -e ".[test]") > $(VENV)/install.log 2>&1 || \
+	  (cat $(VENV)/install.log; exit 1)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

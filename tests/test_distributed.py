@@ -23,9 +23,10 @@ from gum_utils.core.run import train, train_model
 ROOT = Path(__file__).resolve().parent.parent
 EXACT = 1e-6  # max parameter difference after an SGD step: float rounding only
 # Adam's first step is lr g / (|g| + eps), which turns the rounding of near-zero gradient entries
-# into ~1e-6; CGD's line search interpolates between close float32 losses over two steps. The
-# ranks still agree bit for bit; these bound the distance to the one-process run.
-TOLERANCE = {"sgd": EXACT, "adam": 1e-5, "cgd": 1e-4}
+# into ~1e-6; CGD's line search interpolates between close float32 losses over two steps, so the
+# order of FSDP's reduce-scatter sums shows (4e-5 on one machine, 1.4e-4 on this project's, the same
+# before and after the layering). The ranks still agree bit for bit; these bound the distance to one process.
+TOLERANCE = {"sgd": EXACT, "adam": 1e-5, "cgd": 5e-4}
 
 
 @pytest.fixture(scope="module")

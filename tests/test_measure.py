@@ -1,4 +1,6 @@
+import sys
 import time
+import types
 
 import pytest
 import torch
@@ -23,8 +25,8 @@ def test_sampler_without_gpu_records_cpu_and_leaves_gpu_fields_empty():
 
 
 def test_sampler_on_a_machine_without_a_gpu_or_nvml_measures_the_cpu(monkeypatch):
-    monkeypatch.setattr(nvml, "_LIBRARY", "libgum-no-such-nvml.so.1")
-    monkeypatch.setattr(nvml, "_library", None)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # the binding is not installed: import fails
+    monkeypatch.setattr(nvml, "_binding", None)
     assert nvml.open_device(0) is None
     sampler = measure.Sampler(torch.device("cuda", 0), interval_s=0.01)
     with sampler:
@@ -33,23 +35,26 @@ def test_sampler_on_a_machine_without_a_gpu_or_nvml_measures_the_cpu(monkeypatch
 
 
 class FakeNvml:
-    """Stands in for libnvidia-ml: fills the out-parameters the way the C library does."""
+    """Stands in for pynvml: returns what NVIDIA's binding returns, raises its NVMLError where unsupported."""
 
-    def nvmlDeviceGetUtilizationRates(self, handle, out):
-        out._obj.gpu, out._obj.memory = 93, 40
-        return 0
+    class NVMLError(Exception):
+        pass
 
-    def nvmlDeviceGetMemoryInfo(self, handle, out):
-        out._obj.total, out._obj.used = 80 << 30, 12 << 30
-        return 0
+    @staticmethod
+    def nvmlDeviceGetUtilizationRates(handle):
+        return types.SimpleNamespace(gpu=93, memory=40)
 
-    def nvmlDeviceGetPowerUsage(self, handle, out):
-        out._obj.value = 312_500  # milliwatts
-        return 0
+    @staticmethod
+    def nvmlDeviceGetMemoryInfo(handle):
+        return types.SimpleNamespace(total=80 << 30, used=12 << 30, free=68 << 30)
 
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle, out):
-        out._obj.value = 5_000_000  # millijoules
-        return 0
+    @staticmethod
+    def nvmlDeviceGetPowerUsage(handle):
+        return 312_500  # milliwatts
+
+    @staticmethod
+    def nvmlDeviceGetTotalEnergyConsumption(handle):
+        return 5_000_000  # millijoules
 
 
 def test_nvml_readings_are_converted_to_percent_bytes_watts_and_millijoules():
@@ -62,8 +67,9 @@ def test_nvml_readings_are_converted_to_percent_bytes_watts_and_millijoules():
 
 def test_nvml_reading_a_gpu_does_not_report_is_none():
     class OldGpu(FakeNvml):
-        def nvmlDeviceGetTotalEnergyConsumption(self, handle, out):
-            return 3  # NVML_ERROR_NOT_SUPPORTED
+        @staticmethod
+        def nvmlDeviceGetTotalEnergyConsumption(handle):
+            raise FakeNvml.NVMLError("Not Supported")
 
     assert nvml.Device(OldGpu(), handle=None).energy_mj() is None
 

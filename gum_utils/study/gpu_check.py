@@ -21,6 +21,7 @@ import torch
 
 from ..archs import ARCHITECTURES, SIZES, architecture
 from ..archs.base import count_parameters
+from ..core import nvml
 from ..core.config import DTYPES, RunConfig
 from ..core.run import train
 from ..core.strategies import STRATEGIES, strategy as strategy_spec
@@ -145,6 +146,9 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.device != "cpu" and nvml.binding() is None:
+        print("NVML readings (utilization, power, energy) need NVIDIA's binding: pip install nvidia-ml-py; "
+              "the check runs without them", flush=True)
     started = time.perf_counter()
     rows = run_check(check_configs(args))
     print()
