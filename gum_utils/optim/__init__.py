@@ -46,6 +46,7 @@ REGISTRY = {optimizer.name: optimizer for optimizer in (
     # Adadelta's 1.0 is its textbook value: its own step size adapts, lr only scales it.
     Optimizer("adadelta", "torch.optim:Adadelta", 1.0, state_tensors=2),
     Optimizer("cgd", "gum_utils.optim.cgd:CGD", 0.02, state_tensors=2),  # previous gradient, direction
+    Optimizer("adamw", "torch.optim:AdamW", 1e-3, state_tensors=2, in_study=False),
 )}
 OPTIMIZERS = tuple(REGISTRY)
 STUDY_OPTIMIZERS = tuple(name for name, optimizer in REGISTRY.items() if optimizer.in_study)
