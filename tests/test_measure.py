@@ -105,3 +105,12 @@ def test_saved_tensor_meter_excludes_parameters():
     with meter.recording():
         layer(x).sum().backward()
     assert meter.bytes == x.numel() * 4  # the input is saved; the weight is a parameter
+
+
+def test_the_rss_high_water_mark_sees_a_peak_the_samples_miss():
+    sampler = measure.Sampler(torch.device("cpu"), interval_s=10.0)  # no sample falls inside the peak
+    with sampler:
+        peak = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched, then freed before the next sample
+        del peak
+    summary = sampler.summary()
+    assert summary["rss_high_water_bytes"] >= summary["peak_rss_bytes"] + 48 * 2**20

@@ -47,6 +47,26 @@ def _rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def reset_rss_high_water() -> bool:
+    """Start the kernel's resident-memory high-water mark afresh (Linux: clear_refs 5); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def rss_high_water_bytes() -> int | None:
+    """The kernel's record of the highest resident memory since the last reset (VmHWM), not a sample of it."""
+    try:
+        with open("/proc/self/status") as status:
+            line = next(line for line in status if line.startswith("VmHWM:"))
+        return int(line.split()[1]) * 1024
+    except (OSError, StopIteration):
+        return None
+
+
 class Sampler:
     """Samples utilization every `interval_s` in a daemon thread; use as a context manager."""
 
@@ -62,6 +82,7 @@ class Sampler:
         self._t0 = self._last_wall = time.perf_counter()
         self._last_cpu = _cpu_seconds()
         self._energy_start_mj = self._energy_mj()
+        self._high_water = reset_rss_high_water()  # the run's own peak, not the interpreter's start-up
         self._thread.start()
         return self
 
@@ -115,7 +136,8 @@ class Sampler:
             "mean_gpu_power_w": mean("gpu_power_w"),
             "peak_gpu_memory_bytes": max((s["gpu_memory_bytes"] or 0 for s in self.samples), default=None)
             if self._gpu is not None else None,
-            "peak_rss_bytes": max((s["rss_bytes"] for s in self.samples), default=None),
+            "peak_rss_bytes": max((s["rss_bytes"] for s in self.samples), default=None),  # the highest sample
+            "rss_high_water_bytes": rss_high_water_bytes() if getattr(self, "_high_water", False) else None,
             "energy_j": energy_j,
             "interval_s": self.interval_s,
             "timeline": self.samples,
