@@ -38,7 +38,7 @@ from .cell import STARTED_TOPIC, CellFailed, CellJob, code_fingerprint, error_re
 from .profiles import Cell, Profile, cells, profile as get_profile, PROFILES, sweep_cells
 from . import PARALLEL
 from .hub import DATA_SOURCES
-from .results import RunResult, write_atomically
+from .results import ResultFileError, RunResult, notebook_problem, write_atomically
 from .tuning import TuningError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +105,7 @@ def chosen_lrs(prof: Profile, out_root: Path, archs, optimizers) -> dict:
     from .tuning import chosen_lrs as from_sweep
 
     root = out_root / prof.name
-    runs = runs_table(root) if (root / "sweep").is_dir() else None
+    runs = runs_table(root / "sweep") if (root / "sweep").is_dir() else None  # the sweep's results, no others
     pairs = [(a, o) for a in archs or ARCHITECTURES for o in optimizers or OPTIMIZERS]
     if runs is None or runs.empty:
         raise TuningError(f"no sweep results under {root / 'sweep'}: run the sweep stage first (--stage sweep)")
@@ -127,14 +127,35 @@ def reuse_twins(tasks: list[Task], twins: list[Task]) -> int:
 
 
 def is_done(task: Task, retry_failed: bool = False) -> bool:
-    """A result for these parameters and this code exists (a recorded failure counts, unless retried)."""
-    if not task.result_path.exists() or not task.output.exists():
+    """A readable result for these parameters and this code, beside a readable executed notebook
+    (a recorded failure counts, unless retried)."""
+    if not task.result_path.exists() or not task.output.exists() or corrupt_file(task):
         return False
-    try:
-        result = RunResult.from_json(task.result_path)
-    except (ValueError, TypeError):
-        return False
+    result = RunResult.from_json(task.result_path)
     return result.cell_key == task.key and not (retry_failed and result.status == "error")
+
+
+def corrupt_file(task: Task) -> str | None:
+    """'<file>: <why>' for a cell's result or notebook that exists but cannot be read; None if none."""
+    if task.result_path.exists():
+        try:
+            RunResult.from_json(task.result_path)
+        except ResultFileError as error:
+            return str(error)
+    if task.output.exists():
+        problem = notebook_problem(task.output)
+        if problem:
+            return f"{task.output}: {problem}"
+    return None
+
+
+def report_corrupt(tasks: list[Task]) -> int:
+    """Say which files of the cells about to be redone were corrupt, and why."""
+    found = [(task, corrupt_file(task)) for task in tasks]
+    found = [(task, problem) for task, problem in found if problem]
+    for task, problem in found:
+        print(f"redoing {task.name}: {problem}", flush=True)
+    return len(found)
 
 
 def cell_job(task: Task, notebook_text: str, fingerprint: str) -> CellJob:
@@ -181,6 +202,8 @@ def run_grid(tasks: list[Task], jobs: int = 1, force: bool = False, retry_failed
 
     todo = [t for t in tasks if force or not is_done(t, retry_failed)]
     counts = GridCounts(skipped=len(tasks) - len(todo))
+    if not force:
+        report_corrupt(todo)
     if show_progress:
         where = describe(client) if client is not None else f"{jobs} local worker(s)"
         print(f"{len(tasks)} cells: {counts['skipped']} already done, {len(todo)} to run on {where}", flush=True)
@@ -348,7 +371,7 @@ def main(argv=None) -> int:
             try:
                 counts = run_stage(prof, stage, args.out, jobs, args.force, args.retry_failed, subset, client,
                                    args.retries)
-            except TuningError as error:
+            except (TuningError, ResultFileError) as error:  # no sweep, or an unreadable sweep result
                 print(f"gum_utils.grid: {error}", file=sys.stderr)
                 return 1
             for status, n in counts.items():

@@ -113,3 +113,41 @@ def test_multi_process_runs_form_a_regime_of_their_own_and_the_sweep_stays_one_p
     assert "world_size" not in fsdp.sweep_parameters("vit", "sgd", 0, 0.1)
     assert "world_size" not in profile("cpu").run_parameters("vit", "sgd", "standard", 0)  # one process: as before
 
+
+
+def finished_cell(tmp_path, stem_optimizer="sgd"):
+    """A smoke task with a whole result of its key and a whole executed notebook beside it."""
+    import nbformat
+
+    prof = profile("smoke")
+    task = grid.plan(prof, tmp_path, cells(prof, ["vit"], [stem_optimizer], ["standard"]), jobs=1)[0]
+    RunResult(config=task.parameters, cell_key=task.key).to_json(task.result_path)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1\n" * 100)]), task.output)
+    return task
+
+
+@pytest.mark.parametrize("damage, named, reason", [
+    ("halve notebook", "output", "is not a readable notebook"),
+    ("halve result", "result_path", "is not valid JSON"),
+    ("null result", "result_path", "holds null, not a result object"),
+    ("array result", "result_path", "holds an array, not a result object"),
+])
+def test_a_corrupt_result_or_notebook_is_not_done_and_the_grid_names_it(tmp_path, capsys, damage, named, reason):
+    task = finished_cell(tmp_path)
+    assert grid.is_done(task) and grid.corrupt_file(task) is None
+    path = getattr(task, named)
+    text = {"null result": "null", "array result": "[1, 2, 3]"}.get(damage, path.read_text()[: path.stat().st_size // 2])
+    path.write_text(text)
+    assert not grid.is_done(task)
+    assert grid.report_corrupt([task]) == 1
+    assert f"redoing vit/sgd-standard-s0: {path}: {reason}" in capsys.readouterr().out
+
+
+def test_a_corrupt_tuned_result_does_not_block_choosing_the_rates(tmp_path):
+    from test_tuning import sweep_of
+
+    sweep_of(tmp_path, "adam", [(lr, 0, 3.0 - lr) for lr in (1e-4, 1e-3, 1e-2)])
+    tuned = tmp_path / "cpu" / "tuned" / "vit" / "adam-standard-s0.json"
+    tuned.parent.mkdir(parents=True)
+    tuned.write_text('{"config": {"ar')
+    assert grid.chosen_lrs(profile("cpu"), tmp_path, ["vit"], ["adam"]) == {("vit", "adam"): 1e-2}
