@@ -303,25 +303,45 @@ def write_toc(book_dir: Path, content: dict) -> Path:
 
 # --- the HTML ----------------------------------------------------------------------------
 
-def clean_build(out: Path) -> None:
-    """A fresh build: pages of another profile must not linger in the HTML."""
+def staging_dir(out: Path) -> Path:
+    """An empty folder for a new build, inside _build (which the book's sources exclude)."""
+    staging = out / "_build" / ".staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def swap_in(staging: Path, out: Path) -> None:
+    """Replace the previous build's outputs with the new ones (pages of another profile must not linger)."""
     for name in BUILD_OUTPUTS:
-        shutil.rmtree(out / "_build" / name, ignore_errors=True)
+        new, current = staging / "_build" / name, out / "_build" / name
+        if current.exists():
+            current.rename(staging / f"previous-{name}")
+        if new.exists():
+            new.rename(current)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def build_html(book_dir: Path, out: Path) -> Path:
-    clean_build(out)
+    """Build into a fresh folder and swap it in only when the build succeeded: a failed build
+    leaves the last good book where it was."""
+    staging = staging_dir(out)
     log = out / "_build" / "build.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(book_dir),
-               "--path-output", str(out), "--toc", str(book_dir / "_toc.yml"), "-W", "--keep-going"]
+               "--path-output", str(staging), "--toc", str(book_dir / "_toc.yml"), "-W", "--keep-going"]
     with open(log, "w") as handle:
         done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, cwd=book_dir)
-    index = out / "_build" / "html" / "index.html"
-    if done.returncode != 0 or not index.exists():
+    if done.returncode != 0 or not (staging / "_build" / "html" / "index.html").exists():
+        shutil.rmtree(staging, ignore_errors=True)
         raise BookError(f"the book build failed (warnings count as errors):\n{build_problems(log)}\n"
-                        f"(the whole log: {log})")
-    return index
+                        f"(the whole log: {log})\n{kept_book(out)}")
+    swap_in(staging, out)
+    return out / "_build" / "html" / "index.html"
+
+
+def kept_book(out: Path) -> str:
+    index = out / "_build" / "html" / "index.html"
+    return f"the last good book is kept: {index}" if index.exists() else "there was no earlier book to keep"
 
 
 def build_problems(log: Path) -> str:

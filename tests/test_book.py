@@ -199,3 +199,29 @@ def test_a_truncated_run_notebook_is_left_out_with_a_note_on_its_page(tmp_path):
     vit_page = (tmp_path / REPORT / "runs-vit.md").read_text()
     assert "```{warning}" in vit_page and "left out of the book" in vit_page
     assert f"`runs/{PROFILE}/shared/{ARCH}/sgd-checkpointing-s0.ipynb`: is not a readable notebook" in vit_page
+
+
+def fake_build(succeeds: bool):
+    """Stands in for Jupyter Book: writes a page into --path-output, and exits 0 only when it `succeeds`."""
+    def run(command, **kwargs):
+        html = Path(command[command.index("--path-output") + 1]) / "_build" / "html"
+        html.mkdir(parents=True)
+        (html / ("index.html" if succeeds else "half.html")).write_text("new")
+        return subprocess.CompletedProcess(command, 0 if succeeds else 1)
+    return run
+
+
+def test_a_failed_build_keeps_the_last_good_book_and_a_good_one_replaces_it(tmp_path, monkeypatch):
+    html = tmp_path / "_build" / "html"
+    html.mkdir(parents=True)
+    (html / "index.html").write_text("old")
+    (html / "old-profile-page.html").write_text("old")
+    monkeypatch.setattr(book.subprocess, "run", fake_build(succeeds=False))
+    with pytest.raises(book.BookError, match=f"the last good book is kept: {html / 'index.html'}"):
+        book.build_html(tmp_path, tmp_path)
+    assert sorted(p.name for p in html.iterdir()) == ["index.html", "old-profile-page.html"]
+    assert (html / "index.html").read_text() == "old"
+    monkeypatch.setattr(book.subprocess, "run", fake_build(succeeds=True))
+    assert book.build_html(tmp_path, tmp_path) == html / "index.html"
+    assert [p.name for p in html.iterdir()] == ["index.html"] and (html / "index.html").read_text() == "new"
+    assert sorted(p.name for p in (tmp_path / "_build").iterdir()) == ["build.log", "html"]  # no staging left
