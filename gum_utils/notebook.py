@@ -54,13 +54,23 @@ def read_parameters(arch: str, namespace: dict):
     return config, Path(result_path), given.get("cell_key")
 
 
+class RunFailed(RuntimeError):
+    """An interactive run ended in `error`: the notebook stops here, with the whole message."""
+
+
 def run(config, result_path: Path, cell_key: str | None = None):
-    """Train, write the result file, and return (result, trained model) for the notebook's look."""
+    """Train, write the result file, and return (result, trained model) for the notebook's look.
+
+    Run by hand (no cell key), a run that ends in `error` then fails the notebook, so papermill
+    or Jupyter shows the failure; under the grid the result records it and the grid goes on.
+    """
     from .train import train_model
 
     result, model = train_model(config)
     result.cell_key = cell_key
     result.to_json(result_path)
+    if cell_key is None and result.status == "error":
+        raise RunFailed(f"the run failed (its result: {result_path}): {result.error}")
     return result, model
 
 
