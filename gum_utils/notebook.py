@@ -5,12 +5,14 @@ architecture's own look is here, once.
 """
 
 import dataclasses
+import datetime
 import types
 from pathlib import Path
 
 from .choices import check_choice
 from .profiles import profile as get_profile
 
+INTERACTIVE_RESULTS = Path(__file__).resolve().parent.parent / "results" / "interactive"
 # Names a notebook accepts besides RunConfig's fields. None means "the profile's value".
 NOTEBOOK_ONLY = ("profile", "result_path", "cell_key")
 # What IPython and papermill put in a namespace that is not a parameter.
@@ -50,8 +52,15 @@ def read_parameters(arch: str, namespace: dict):
                                  given.get("seed") or 0)
     values.update({k: v for k, v in given.items() if k in _config_fields() and v is not None})
     config = RunConfig.from_dict(values)
-    result_path = given.get("result_path") or f"../results/interactive/{arch}-{config.optimizer}-{config.strategy}.json"
+    result_path = given.get("result_path") or interactive_result_path(config)
     return config, Path(result_path), given.get("cell_key")
+
+
+def interactive_result_path(config) -> Path:
+    """Under the checkout's results/interactive/ wherever the notebook runs from; seed and time in
+    the name, so a second run of the same cell does not overwrite the first."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    return INTERACTIVE_RESULTS / f"{config.arch}-{config.optimizer}-{config.strategy}-s{config.seed}-{stamp}.json"
 
 
 class RunFailed(RuntimeError):

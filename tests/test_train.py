@@ -196,3 +196,18 @@ def test_an_interactive_run_that_ends_in_error_fails_with_the_whole_message_but_
     assert RunResult.from_json(path).status == "error"  # the result is written first
     result, _ = notebook.run(RunConfig(arch="vit"), tmp_path / "g.json", cell_key="k")  # under the grid
     assert result.status == "error" and RunResult.from_json(tmp_path / "g.json").cell_key == "k"
+
+
+def test_interactive_results_go_under_the_checkout_and_do_not_overwrite_each_other(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from gum_utils import notebook
+
+    monkeypatch.chdir(tmp_path)  # run from anywhere: the repository root, notebooks/, elsewhere
+    namespace = {"profile": "smoke", "optimizer": "sgd", "seed": 2}
+    first = notebook.read_parameters("vit", namespace)[1]
+    second = notebook.read_parameters("vit", namespace)[1]
+    root = Path(__file__).resolve().parent.parent
+    assert first.is_absolute() and first.parent == root / "results" / "interactive"
+    assert first.name.startswith("vit-sgd-standard-s2-") and first.suffix == ".json"
+    assert first != second
