@@ -151,3 +151,75 @@ def test_a_corrupt_tuned_result_does_not_block_choosing_the_rates(tmp_path):
     tuned.parent.mkdir(parents=True)
     tuned.write_text('{"config": {"ar')
     assert grid.chosen_lrs(profile("cpu"), tmp_path, ["vit"], ["adam"]) == {("vit", "adam"): 1e-2}
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed again when the probe goes
+
+
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """Fails the test if the grid gets as far as opening a cluster (that is where cells start)."""
+    def refuse(args, jobs):
+        raise AssertionError("a cluster was opened: the option was not checked before the first cell")
+    monkeypatch.setattr(grid, "_open_cluster", refuse)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--seed", "-3"], "--seed takes integers >= 0, got -3"),
+    (["--data", "hub"], "--data hub needs the paper size .* profile 'smoke' is size 'tiny'"),
+    (["--world-size", "3"], "--world-size 3 must divide the batch of 4 \\(standard, profile 'smoke'\\)"),
+    (["--world-size", "2"], "--world-size 2 leaves accumulation a per-rank batch of 4"),
+    (["--parallel", "fsdp"], "--parallel fsdp spans several processes: give --world-size N"),
+    (["--scheduler", "foo"], "--scheduler 'foo' is not an address of the form tcp://HOST:PORT"),
+    (["--scheduler", "tcp://127.0.0.1:PORT"], "no Dask scheduler answers at tcp://127.0.0.1:\\d+ within 3 s"),
+])
+def test_each_bad_grid_option_is_one_line_before_any_cell(tmp_path, capsys, no_cluster, options, message):
+    import re
+    import time
+
+    options = [option.replace("PORT", str(closed_port())) for option in options]
+    started = time.perf_counter()
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), *options]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gum_utils.grid: error: ") and re.search(message, err), err
+    assert time.perf_counter() - started < 5
+
+
+def test_an_unwritable_out_is_one_line_before_any_cell(tmp_path, capsys, no_cluster):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert grid.main(["--profile", "smoke", "--out", str(blocker / "runs")]) == 2
+    assert f"--out {blocker / 'runs'} is not a writable folder: Not a directory" in capsys.readouterr().err
+
+
+def test_a_good_world_size_and_subset_pass_the_checks(tmp_path, monkeypatch):
+    opened = []
+    monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: opened.append(jobs) or (_ for _ in ()).throw(
+        KeyboardInterrupt()))
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--world-size", "2", "--strategy", "standard",
+                      "--seed", "0"]) == 130
+    assert opened == [1]
+
+
+def test_ctrl_c_stops_with_one_line_saying_what_is_done_and_how_to_resume(tmp_path, capsys, monkeypatch):
+    import contextlib
+    import types
+
+    client = types.SimpleNamespace(cluster=None, scheduler=types.SimpleNamespace(address="tcp://here:1"))
+    monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: contextlib.nullcontext(client))
+
+    def interrupted_after_one(client, todo, counts, show_progress, retries):
+        counts["ok"] = 1
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grid, "_run_on", interrupted_after_one)
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--arch", "vit", "--optimizer", "sgd",
+                      "--stage", "shared"]) == 130
+    err = capsys.readouterr().err
+    assert err == ("gum_utils.grid: interrupted in stage shared: 1 cell(s) finished in this run and kept "
+                   "(ok 1); run the same command again to resume (finished cells are skipped)\n")
