@@ -8,6 +8,7 @@ Imports no torch.
 """
 
 import atexit
+import contextlib
 import functools
 import hashlib
 import os
@@ -28,6 +29,10 @@ TRAINING_CODE = ("__init__.py", "cgd.py", "choices.py", "data.py", "distributed.
                  "profiles.py", "results.py", "strategies.py", "train.py", "looks.py")
 KERNEL_ENV = {"TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
 STARTED_TOPIC = "gum-cell-started"  # a worker logs each start: the client counts the cells run again
+# Scratch folders are named <prefix><pid of the owning process>-<random>: a later grid removes
+# those whose process is gone (killed), and never one whose process still runs.
+CELL_PREFIX, KERNEL_PREFIX = "gum-cell-", "gum-kernel-"
+_LIVE_SCRATCH: set = set()  # this process's scratch folders, removed at exit if a cell was cut short
 
 
 def code_fingerprint() -> str:
@@ -79,11 +84,62 @@ def run_cell(job: CellJob) -> CellOutcome:
     threads = str(job.threads or _own_cores())
     # Dask's nanny pins the BLAS libraries to one thread; the cell's kernel gets the cell's threads.
     os.environ.update(KERNEL_ENV, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
-    with _ONE_CELL_AT_A_TIME, tempfile.TemporaryDirectory(prefix="gum-cell-") as scratch:
-        outcome, raised = _run_in(Path(scratch), job)
+    with _ONE_CELL_AT_A_TIME, cell_scratch() as scratch:
+        outcome, raised = _run_in(scratch, job)
     if raised and outcome.status == "error":
         raise CellFailed(outcome)
     return outcome
+
+
+def owned_scratch(prefix: str) -> Path:
+    """A new folder in the temporary directory, named after this process (see remove_stale_scratch)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    _LIVE_SCRATCH.add(path)
+    return path
+
+
+def release_scratch(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    _LIVE_SCRATCH.discard(path)
+
+
+@contextlib.contextmanager
+def cell_scratch():
+    """A cell's scratch folder, removed however the cell ends (an exception, Ctrl-C, the worker's exit)."""
+    path = owned_scratch(CELL_PREFIX)
+    try:
+        yield path
+    finally:
+        release_scratch(path)
+
+
+def remove_stale_scratch(root=None) -> list[Path]:
+    """Remove the cell and kernel folders (kernel connection files included) that killed processes
+    left: only gum's own prefixes, and only where the process named in the folder is gone."""
+    root = Path(root or tempfile.gettempdir())
+    stale = [path for prefix in (CELL_PREFIX, KERNEL_PREFIX) for path in root.glob(f"{prefix}*")
+             if _owner_is_gone(path.name[len(prefix):])]
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return stale
+
+
+def _owner_is_gone(rest: str) -> bool:
+    pid, dash, _ = rest.partition("-")
+    if not (dash and pid.isdigit()):  # not a name this code gives: leave it alone
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: alive
+        return False
+    return False
+
+
+def _remove_live_scratch() -> None:
+    for path in list(_LIVE_SCRATCH):
+        release_scratch(path)
 
 
 @functools.cache
@@ -187,10 +243,12 @@ class WarmKernel:
             from jupyter_client import KernelManager
 
             self.shutdown()
-            self._home = Path(tempfile.mkdtemp(prefix="gum-kernel-"))
+            remove_stale_scratch()  # what killed workers on this machine left
+            self._home = owned_scratch(KERNEL_PREFIX)
             # The kernel's own start-up chatter goes to a log, not over the progress bar.
             self._log = open(self._home / "kernel.log", "a")
-            self._manager = KernelManager(kernel_name="python3")
+            # Its connection file too lives in its folder, so removing the folder removes it.
+            self._manager = KernelManager(kernel_name="python3", connection_file=str(self._home / "kernel.json"))
             self._manager.start_kernel(cwd=str(self._home), env=dict(os.environ), stdout=self._log,
                                        stderr=self._log)
             self._run(self.WARM_UP)
@@ -217,13 +275,14 @@ class WarmKernel:
             self._log.close()
             self._log = None
         if self._home is not None:
-            shutil.rmtree(self._home, ignore_errors=True)
+            release_scratch(self._home)
             self._home = None
 
 
 _WARM = WarmKernel()
 _ONE_CELL_AT_A_TIME = threading.Lock()  # a worker started with more threads still shares one kernel
 atexit.register(_WARM.shutdown)  # a worker that exits without closing (a killed one's kernel sees its parent go)
+atexit.register(_remove_live_scratch)  # a cell cut short by the worker's exit
 
 
 class KernelShutdown(WorkerPlugin):

@@ -35,7 +35,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cell import STARTED_TOPIC, CellFailed, CellJob, code_fingerprint, error_result, run_cell
+from .cell import (STARTED_TOPIC, CellFailed, CellJob, code_fingerprint, error_result, remove_stale_scratch,
+                   run_cell)
 from .profiles import Cell, Profile, cells, profile as get_profile, PROFILES, sweep_cells
 from . import PARALLEL, STRATEGIES
 from .hub import DATA_SOURCES
@@ -418,6 +419,9 @@ def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
     except ValueError as error:
         parser.error(str(error))
     check_options(args, prof, subset)
+    stale = remove_stale_scratch()
+    if stale:
+        print(f"removed {len(stale)} scratch folder(s) that killed grids left in {stale[0].parent}", flush=True)
     started = time.perf_counter()
     with _open_cluster(args, jobs) as client:
         for stage in stages:

@@ -223,3 +223,63 @@ def test_ctrl_c_stops_with_one_line_saying_what_is_done_and_how_to_resume(tmp_pa
     err = capsys.readouterr().err
     assert err == ("gum_utils.grid: interrupted in stage shared: 1 cell(s) finished in this run and kept "
                    "(ok 1); run the same command again to resume (finished cells are skipped)\n")
+
+
+HOLD_SCRATCH = """
+import sys, time
+from gum_utils import cell
+with cell.cell_scratch() as scratch:
+    (scratch / "executed.ipynb").write_text("{}")
+    print(scratch, flush=True)
+    time.sleep(60)
+"""
+
+
+def scratch_holder(tmp_path):
+    """A process inside a cell's scratch folder (in tmp_path, its TMPDIR), and that folder."""
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    process = subprocess.Popen([sys.executable, "-c", HOLD_SCRATCH], env=env, stdout=subprocess.PIPE, text=True)
+    scratch = Path(process.stdout.readline().strip())
+    assert scratch.parent == tmp_path and scratch.name.startswith(f"gum-cell-{process.pid}-")
+    return process, scratch
+
+
+def test_a_cell_interrupted_with_sigint_leaves_no_scratch(tmp_path):
+    process, scratch = scratch_holder(tmp_path)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=30)
+    assert not scratch.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_what_a_killed_cell_left_is_removed_by_the_next_grid_and_nothing_else(tmp_path):
+    from gum_utils import cell
+
+    process, scratch = scratch_holder(tmp_path)
+    process.kill()
+    process.wait(timeout=30)
+    assert scratch.exists()  # SIGKILL: nothing in the process could remove it
+    dead = process.pid
+    kernel = tmp_path / f"gum-kernel-{dead}-abc"
+    kernel.mkdir()
+    (kernel / "kernel.json").write_text("{}")  # the kernel's connection file lives in its folder
+    alive = tmp_path / f"gum-cell-{os.getpid()}-xyz"  # a running grid's cell: in use
+    unnamed = tmp_path / "gum-cell-q1w2e3r4"  # not a name this code gives
+    others = tmp_path / f"other-{dead}-abc"
+    for path in (alive, unnamed, others):
+        path.mkdir()
+    assert sorted(cell.remove_stale_scratch(tmp_path)) == sorted([scratch, kernel])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, unnamed.name, others.name])
+
+
+def test_the_warm_kernel_keeps_its_connection_file_in_its_own_folder_and_removes_both(monkeypatch):
+    from gum_utils import cell
+
+    monkeypatch.setattr(cell.WarmKernel, "WARM_UP", "1")  # no torch import: only where the files go
+    warm = cell.WarmKernel()
+    manager = warm.kernel()
+    home = Path(manager.connection_file).parent
+    try:
+        assert home.name.startswith(f"gum-kernel-{os.getpid()}-") and Path(manager.connection_file).exists()
+    finally:
+        warm.shutdown()
+    assert not home.exists()
