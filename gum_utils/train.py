@@ -170,7 +170,7 @@ def _require(condition: bool, message: str) -> None:
 
 # Fields that hold whole numbers, and whether None is allowed; a bool is not one (True == 1).
 INTEGER_FIELDS = {"seed": False, "steps": False, "batch_size": False, "micro_batch_size": True,
-                  "eval_every": True, "eval_samples": False, "world_size": False}
+                  "eval_every": True, "eval_samples": False}  # world_size: _validate_processes
 NUMBER_FIELDS = {"lr": True, "sample_interval_s": False}
 
 
