@@ -197,12 +197,20 @@ def test_an_unwritable_out_is_one_line_before_any_cell(tmp_path, capsys, no_clus
     assert f"--out {blocker / 'runs'} is not a writable folder: Not a directory" in capsys.readouterr().err
 
 
+def main_without_interrupt(argv) -> int:
+    """grid.main, failing the test (not ending the test session) if a KeyboardInterrupt gets out."""
+    try:
+        return grid.main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C reached the user as a KeyboardInterrupt traceback")
+
+
 def test_a_good_world_size_and_subset_pass_the_checks(tmp_path, monkeypatch):
     opened = []
     monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: opened.append(jobs) or (_ for _ in ()).throw(
         KeyboardInterrupt()))
-    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--world-size", "2", "--strategy", "standard",
-                      "--seed", "0"]) == 130
+    assert main_without_interrupt(["--profile", "smoke", "--out", str(tmp_path), "--world-size", "2",
+                                   "--strategy", "standard", "--seed", "0"]) == 130
     assert opened == [1]
 
 
@@ -218,8 +226,8 @@ def test_ctrl_c_stops_with_one_line_saying_what_is_done_and_how_to_resume(tmp_pa
         raise KeyboardInterrupt
 
     monkeypatch.setattr(grid, "_run_on", interrupted_after_one)
-    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--arch", "vit", "--optimizer", "sgd",
-                      "--stage", "shared"]) == 130
+    assert main_without_interrupt(["--profile", "smoke", "--out", str(tmp_path), "--arch", "vit", "--optimizer", "sgd",
+                                   "--stage", "shared"]) == 130
     err = capsys.readouterr().err
     assert err == ("gum_utils.grid: interrupted in stage shared: 1 cell(s) finished in this run and kept "
                    "(ok 1); run the same command again to resume (finished cells are skipped)\n")
