@@ -159,3 +159,70 @@ def test_the_appendix_lists_runs_per_architecture_in_study_order(tmp_path):
     entries = book.appendix_pages(PROFILE, pages, tmp_path)
     assert [entry["file"] for entry in entries] == [f"{REPORT}/runs-vit", f"{REPORT}/runs-llama"]
     assert (tmp_path / REPORT / "runs-vit.md").read_text().count("no result file") == 4
+
+
+def whole_notebook(path: Path) -> Path:
+    import nbformat
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1\n" * 100)]), path)
+    return path
+
+
+def test_a_corrupt_result_stops_the_book_naming_the_file_before_anything_runs(tmp_path, capsys):
+    book_dir = copy_book_sources(tmp_path / "book")
+    runs = book_dir / "runs" / PROFILE / "shared" / ARCH
+    RunResult(config={"arch": ARCH}).to_json(runs / "sgd-standard-s0.json")
+    (runs / "adam-standard-s0.json").write_text('{"config": {"ar')
+    (runs / "adam-accumulation-s0.json").write_text("null")
+    assert book.main(["--profile", PROFILE, "--book-dir", str(book_dir), "--no-build"]) == 1
+    err = capsys.readouterr().err
+    assert "2 result file(s) cannot be read" in err and "Traceback" not in err
+    assert f"{runs / 'adam-standard-s0.json'}: is not valid JSON" in err
+    assert f"{runs / 'adam-accumulation-s0.json'}: holds null, not a result object" in err
+    assert not (book_dir / REPORT).exists()  # stopped before executing anything
+
+
+def test_a_truncated_run_notebook_is_left_out_with_a_note_on_its_page(tmp_path):
+    runs = tmp_path / "runs" / PROFILE / "shared"
+    good = whole_notebook(runs / ARCH / "sgd-standard-s0.ipynb")
+    cut = whole_notebook(runs / ARCH / "sgd-checkpointing-s0.ipynb")
+    cut.write_text(cut.read_text()[: cut.stat().st_size // 2])
+    only = whole_notebook(runs / "llama" / "adam-standard-s0.ipynb")
+    only.write_text("[1]")
+    pages, left_out = book.readable_pages(book.run_pages(runs.parent, tmp_path), tmp_path)
+    assert [p.stem for p in pages] == [good.stem]
+    assert sorted(p.stem for p in left_out) == ["adam-standard-s0", "sgd-checkpointing-s0"]
+    entries = book.appendix_pages(PROFILE, pages, tmp_path, left_out)
+    assert [e["file"] for e in entries] == [f"{REPORT}/runs-vit", f"{REPORT}/runs-llama"]
+    assert [s["file"] for s in entries[0]["sections"]] == [f"runs/{PROFILE}/shared/{ARCH}/sgd-standard-s0"]
+    assert "sections" not in entries[1]  # nothing of llama's can be shown: its page says why
+    vit_page = (tmp_path / REPORT / "runs-vit.md").read_text()
+    assert "```{warning}" in vit_page and "left out of the book" in vit_page
+    assert f"`runs/{PROFILE}/shared/{ARCH}/sgd-checkpointing-s0.ipynb`: is not a readable notebook" in vit_page
+
+
+def fake_build(succeeds: bool):
+    """Stands in for Jupyter Book: writes a page into --path-output, and exits 0 only when it `succeeds`."""
+    def run(command, **kwargs):
+        html = Path(command[command.index("--path-output") + 1]) / "_build" / "html"
+        html.mkdir(parents=True)
+        (html / ("index.html" if succeeds else "half.html")).write_text("new")
+        return subprocess.CompletedProcess(command, 0 if succeeds else 1)
+    return run
+
+
+def test_a_failed_build_keeps_the_last_good_book_and_a_good_one_replaces_it(tmp_path, monkeypatch):
+    html = tmp_path / "_build" / "html"
+    html.mkdir(parents=True)
+    (html / "index.html").write_text("old")
+    (html / "old-profile-page.html").write_text("old")
+    monkeypatch.setattr(book.subprocess, "run", fake_build(succeeds=False))
+    with pytest.raises(book.BookError, match=f"the last good book is kept: {html / 'index.html'}"):
+        book.build_html(tmp_path, tmp_path)
+    assert sorted(p.name for p in html.iterdir()) == ["index.html", "old-profile-page.html"]
+    assert (html / "index.html").read_text() == "old"
+    monkeypatch.setattr(book.subprocess, "run", fake_build(succeeds=True))
+    assert book.build_html(tmp_path, tmp_path) == html / "index.html"
+    assert [p.name for p in html.iterdir()] == ["index.html"] and (html / "index.html").read_text() == "new"
+    assert sorted(p.name for p in (tmp_path / "_build").iterdir()) == ["build.log", "html"]  # no staging left

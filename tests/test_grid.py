@@ -114,3 +114,181 @@ def test_multi_process_runs_form_a_regime_of_their_own_and_the_sweep_stays_one_p
     assert "world_size" not in fsdp.sweep_parameters("vit", "sgd", 0, 0.1)
     assert "world_size" not in profile("cpu").run_parameters("vit", "sgd", "standard", 0)  # one process: as before
 
+
+
+def finished_cell(tmp_path, stem_optimizer="sgd"):
+    """A smoke task with a whole result of its key and a whole executed notebook beside it."""
+    import nbformat
+
+    prof = profile("smoke")
+    task = grid.plan(prof, tmp_path, cells(prof, ["vit"], [stem_optimizer], ["standard"]), jobs=1)[0]
+    RunResult(config=task.parameters, cell_key=task.key).to_json(task.result_path)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1\n" * 100)]), task.output)
+    return task
+
+
+@pytest.mark.parametrize("damage, named, reason", [
+    ("halve notebook", "output", "is not a readable notebook"),
+    ("halve result", "result_path", "is not valid JSON"),
+    ("null result", "result_path", "holds null, not a result object"),
+    ("array result", "result_path", "holds an array, not a result object"),
+])
+def test_a_corrupt_result_or_notebook_is_not_done_and_the_grid_names_it(tmp_path, capsys, damage, named, reason):
+    task = finished_cell(tmp_path)
+    assert grid.is_done(task) and grid.corrupt_file(task) is None
+    path = getattr(task, named)
+    text = {"null result": "null", "array result": "[1, 2, 3]"}.get(damage, path.read_text()[: path.stat().st_size // 2])
+    path.write_text(text)
+    assert not grid.is_done(task)
+    assert grid.report_corrupt([task]) == 1
+    assert f"redoing vit/sgd-standard-s0: {path}: {reason}" in capsys.readouterr().out
+
+
+def test_a_corrupt_tuned_result_does_not_block_choosing_the_rates(tmp_path):
+    from test_tuning import sweep_of
+
+    sweep_of(tmp_path, "adam", [(lr, 0, 3.0 - lr) for lr in (1e-4, 1e-3, 1e-2)])
+    tuned = tmp_path / "cpu" / "tuned" / "vit" / "adam-standard-s0.json"
+    tuned.parent.mkdir(parents=True)
+    tuned.write_text('{"config": {"ar')
+    assert grid.chosen_lrs(profile("cpu"), tmp_path, ["vit"], ["adam"]) == {("vit", "adam"): 1e-2}
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed again when the probe goes
+
+
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """Fails the test if the grid gets as far as opening a cluster (that is where cells start)."""
+    def refuse(args, jobs):
+        raise AssertionError("a cluster was opened: the option was not checked before the first cell")
+    monkeypatch.setattr(grid, "_open_cluster", refuse)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--seed", "-3"], "--seed takes integers >= 0, got -3"),
+    (["--data", "hub"], "--data hub needs the paper size .* profile 'smoke' is size 'tiny'"),
+    (["--world-size", "3"], "--world-size 3 must divide the batch of 4 \\(standard, profile 'smoke'\\)"),
+    (["--world-size", "2"], "--world-size 2 leaves accumulation a per-rank batch of 4"),
+    (["--parallel", "fsdp"], "--parallel fsdp spans several processes: give --world-size N"),
+    (["--scheduler", "foo"], "--scheduler 'foo' is not an address of the form tcp://HOST:PORT"),
+    (["--scheduler", "tcp://127.0.0.1:PORT"], "no Dask scheduler answers at tcp://127.0.0.1:\\d+ within 3 s"),
+])
+def test_each_bad_grid_option_is_one_line_before_any_cell(tmp_path, capsys, no_cluster, options, message):
+    import re
+    import time
+
+    options = [option.replace("PORT", str(closed_port())) for option in options]
+    started = time.perf_counter()
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), *options]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gum_utils.study.grid: error: ") and re.search(message, err), err
+    assert time.perf_counter() - started < 5
+
+
+def test_an_unwritable_out_is_one_line_before_any_cell(tmp_path, capsys, no_cluster):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert grid.main(["--profile", "smoke", "--out", str(blocker / "runs")]) == 2
+    assert f"--out {blocker / 'runs'} is not a writable folder: Not a directory" in capsys.readouterr().err
+
+
+def main_without_interrupt(argv) -> int:
+    """grid.main, failing the test (not ending the test session) if a KeyboardInterrupt gets out."""
+    try:
+        return grid.main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C reached the user as a KeyboardInterrupt traceback")
+
+
+def test_a_good_world_size_and_subset_pass_the_checks(tmp_path, monkeypatch):
+    opened = []
+    monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: opened.append(jobs) or (_ for _ in ()).throw(
+        KeyboardInterrupt()))
+    assert main_without_interrupt(["--profile", "smoke", "--out", str(tmp_path), "--world-size", "2",
+                                   "--strategy", "standard", "--seed", "0"]) == 130
+    assert opened == [1]
+
+
+def test_ctrl_c_stops_with_one_line_saying_what_is_done_and_how_to_resume(tmp_path, capsys, monkeypatch):
+    import contextlib
+    import types
+
+    client = types.SimpleNamespace(cluster=None, scheduler=types.SimpleNamespace(address="tcp://here:1"))
+    monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: contextlib.nullcontext(client))
+
+    def interrupted_after_one(client, todo, counts, show_progress, retries):
+        counts["ok"] = 1
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grid, "_run_on", interrupted_after_one)
+    assert main_without_interrupt(["--profile", "smoke", "--out", str(tmp_path), "--arch", "vit", "--optimizer", "sgd",
+                                   "--stage", "shared"]) == 130
+    err = capsys.readouterr().err
+    assert err == ("gum_utils.study.grid: interrupted in stage shared: 1 cell(s) finished in this run and kept "
+                   "(ok 1); run the same command again to resume (finished cells are skipped)\n")
+
+
+HOLD_SCRATCH = """
+import sys, time
+from gum_utils.study import scratch as gum_scratch
+with gum_scratch.cell_scratch() as scratch:
+    (scratch / "executed.ipynb").write_text("{}")
+    print(scratch, flush=True)
+    time.sleep(60)
+"""
+
+
+def scratch_holder(tmp_path):
+    """A process inside a cell's scratch folder (in tmp_path, its TMPDIR), and that folder."""
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    process = subprocess.Popen([sys.executable, "-c", HOLD_SCRATCH], env=env, stdout=subprocess.PIPE, text=True)
+    scratch = Path(process.stdout.readline().strip())
+    assert scratch.parent == tmp_path and scratch.name.startswith(f"gum-cell-{process.pid}-")
+    return process, scratch
+
+
+def test_a_cell_interrupted_with_sigint_leaves_no_scratch(tmp_path):
+    process, scratch = scratch_holder(tmp_path)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=30)
+    assert not scratch.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_what_a_killed_cell_left_is_removed_by_the_next_grid_and_nothing_else(tmp_path):
+    from gum_utils.study import scratch as gum_scratch
+
+    process, scratch = scratch_holder(tmp_path)
+    process.kill()
+    process.wait(timeout=30)
+    assert scratch.exists()  # SIGKILL: nothing in the process could remove it
+    dead = process.pid
+    kernel = tmp_path / f"gum-kernel-{dead}-abc"
+    kernel.mkdir()
+    (kernel / "kernel.json").write_text("{}")  # the kernel's connection file lives in its folder
+    alive = tmp_path / f"gum-cell-{os.getpid()}-xyz"  # a running grid's cell: in use
+    unnamed = tmp_path / "gum-cell-q1w2e3r4"  # not a name this code gives
+    others = tmp_path / f"other-{dead}-abc"
+    for path in (alive, unnamed, others):
+        path.mkdir()
+    assert sorted(gum_scratch.remove_stale_scratch(tmp_path)) == sorted([scratch, kernel])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, unnamed.name, others.name])
+
+
+def test_the_warm_kernel_keeps_its_connection_file_in_its_own_folder_and_removes_both(monkeypatch):
+    from gum_utils.study import kernels
+
+    monkeypatch.setattr(kernels.WarmKernel, "WARM_UP", "1")  # no torch import: only where the files go
+    warm = kernels.WarmKernel()
+    manager = warm.kernel()
+    home = Path(manager.connection_file).parent
+    try:
+        assert home.name.startswith(f"gum-kernel-{os.getpid()}-") and Path(manager.connection_file).exists()
+    finally:
+        warm.shutdown()
+    assert not home.exists()

@@ -107,3 +107,15 @@ def test_lr_sensitivity_marks_the_choice_and_the_edge(tmp_path):
     write_run(tmp_path, optimizer="sgd", regime="sweep", lr=10.0, status="diverged", stem="sgd-lr10-s0")
     fig = plots.lr_sensitivity(tables.runs_table(tmp_path), "vit")
     assert any(line.get_marker() == "x" for line in fig.axes[0].lines) and "edge" not in _texts(fig)
+
+
+def test_an_architecture_whose_runs_all_failed_shows_its_failures(tmp_path):
+    for optimizer in ("sgd", "adam"):  # e.g. a grid run with a bad seed: every cell ends in `error`, no step
+        write_run(tmp_path, arch="vit", optimizer=optimizer, status="error", losses=(None,))
+    write_run(tmp_path, arch="llama", optimizer="sgd")  # a good run beside them
+    root = tmp_path / "cpu"
+    runs, steps, evals = tables.runs_table(root), tables.steps_table(root), tables.evals_table(root)
+    for x in ("step", "time_s"):
+        fig = plots.loss_curves(steps, evals, arch="vit", x=x, runs_df=runs)
+        assert "adam/standard/s0: error" in _texts(fig) and "sgd/standard/s0: error" in _texts(fig)
+    assert [ax.get_title() for ax in plots.loss_curves(steps, evals, arch="vit").axes] == ["no step recorded"]

@@ -150,3 +150,67 @@ def test_a_step_that_fails_keeps_the_records_of_the_steps_before_it(monkeypatch)
     assert result.status == "error" and "boom at step 3" in result.error
     assert [r["step"] for r in result.records] == [1, 2] and result.summary["final_loss"] == result.records[-1]["loss"]
     assert result.summary["device_data_bytes"] == 0  # a CPU run keeps its data where it is
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(steps=True), "steps must be an integer, got True"),
+    (dict(lr=True), "lr must be a number or None, got True"),
+    (dict(seed=True), "seed must be an integer, got True"),
+    (dict(batch_size=8.0), "batch_size must be an integer, got 8.0"),
+    (dict(sample_interval_s="fast"), "sample_interval_s must be a number, got 'fast'"),
+    (dict(optimizer="sgd", optimizer_options={"bogus": 1}),
+     "unknown sgd option 'bogus'; valid choices: momentum, dampening, weight_decay, nesterov"),
+    (dict(optimizer="adam", optimizer_options={"beta": (0.9, 0.99)}), "unknown adam option 'beta' \\(did you mean 'betas'"),
+    (dict(optimizer="cgd", optimizer_options={"line_search": "bogus"}),
+     "not valid for cgd: unknown line search 'bogus'; valid choices: None, armijo, strong_wolfe"),
+    (dict(optimizer="cgd", optimizer_options={"c1": 0.5, "c2": 0.1}), "not valid for cgd: need 0 < c1 < c2 < 1"),
+    (dict(optimizer="sgd", optimizer_options={"momentum": -1}), "not valid for sgd: Invalid momentum value: -1"),
+    (dict(optimizer="adam", optimizer_options={"lr": 0.1}), "the learning rate is the field lr"),
+    (dict(size="paper", pretrained="/no/such/checkpoint"), "pretrained '/no/such/checkpoint' is not a local directory"),
+])
+def test_type_slips_optimizer_options_and_missing_paths_fail_before_anything_runs(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**dict(dict(arch="vit"), **overrides))
+
+
+def test_good_optimizer_options_pass():
+    assert RunConfig(arch="vit", optimizer="cgd", optimizer_options={"line_search": "strong_wolfe"}).optimizer == "cgd"
+    assert RunConfig(arch="vit", optimizer="sgd", optimizer_options={"momentum": 0.9, "nesterov": True}).lr is None
+
+
+def test_a_misspelt_field_lists_the_valid_ones():
+    with pytest.raises(TypeError, match="RunConfig has no field 'stpes' \\(did you mean 'steps'\\?\\); "
+                                        "valid fields: arch, size, optimizer, strategy, seed, steps"):
+        RunConfig(arch="vit", stpes=5)
+
+
+def test_an_interactive_run_that_ends_in_error_fails_with_the_whole_message_but_a_grid_cell_does_not(
+        tmp_path, monkeypatch):
+    from gum_utils.core import run as train_module
+    from gum_utils.study import notebook
+
+    error = "RuntimeError: " + "a long reason " * 20
+    monkeypatch.setattr(train_module, "train_model",
+                        lambda config: (RunResult(config={"arch": "vit"}, status="error", error=error), None))
+    path = tmp_path / "r.json"
+    with pytest.raises(notebook.RunFailed) as raised:
+        notebook.run(RunConfig(arch="vit"), path)
+    assert str(raised.value).endswith(error) and str(path) in str(raised.value)
+    assert RunResult.from_json(path).status == "error"  # the result is written first
+    result, _ = notebook.run(RunConfig(arch="vit"), tmp_path / "g.json", cell_key="k")  # under the grid
+    assert result.status == "error" and RunResult.from_json(tmp_path / "g.json").cell_key == "k"
+
+
+def test_interactive_results_go_under_the_checkout_and_do_not_overwrite_each_other(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from gum_utils.study import notebook
+
+    monkeypatch.chdir(tmp_path)  # run from anywhere: the repository root, notebooks/, elsewhere
+    namespace = {"profile": "smoke", "optimizer": "sgd", "seed": 2}
+    first = notebook.read_parameters("vit", namespace)[1]
+    second = notebook.read_parameters("vit", namespace)[1]
+    root = Path(__file__).resolve().parent.parent
+    assert first.is_absolute() and first.parent == root / "results" / "interactive"
+    assert first.name.startswith("vit-sgd-standard-s2-") and first.suffix == ".json"
+    assert first != second

@@ -2,6 +2,7 @@
 
 import math
 
+import nbformat
 import pytest
 
 from gum_utils.study import grid, tuning
@@ -92,7 +93,7 @@ def test_a_tuned_cell_that_chose_the_default_reuses_its_shared_twin(tmp_path):
     shared = grid.plan(prof, tmp_path, selected, 1, "shared")
     twin = shared[0]
     RunResult(config=twin.parameters, cell_key=twin.key, summary={"lr": default}).to_json(twin.result_path)
-    twin.output.write_text("{}")
+    nbformat.write(nbformat.v4.new_notebook(), twin.output)  # a notebook that parses: the twin is done
     tuned = grid.stage_tasks(prof, "tuned", tmp_path, 1, ["vit"], ["sgd"], ["standard"])
     assert "lr" not in tuned[0].parameters and tuned[0].key == twin.key
     assert grid.reuse_twins(tuned, shared) == 1

@@ -42,7 +42,7 @@ def source(arch, dataset: str | None = None, tokenizer: str | None = None,
     A pretrained checkpoint brings its own tokenizer (an image model: image processor) unless one is named."""
     base = arch.hub_data
     if dataset:
-        name, _, subset = (dataset, "", "") if _is_local(dataset) else dataset.partition(":")
+        name, _, subset = (dataset, "", "") if is_local(dataset) else dataset.partition(":")
         base = replace(base, dataset=name, subset=subset or None)
     processor = tokenizer or pretrained
     if processor:
@@ -52,7 +52,7 @@ def source(arch, dataset: str | None = None, tokenizer: str | None = None,
 
 
 # ------------------------------------------------------------------ reaching
-def _is_local(name: str) -> bool:
+def is_local(name: str) -> bool:
     return Path(name).expanduser().exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
 
 
@@ -77,7 +77,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 def _require_local_or_hub(name: str, what: str, how: str) -> Path | None:
     """The local directory `name` names, or None for a hub id the hub can serve; else a clear error."""
     path = Path(name).expanduser()
-    if _is_local(name):
+    if is_local(name):
         if not path.is_dir():
             raise RuntimeError(f"{what} {name!r} is not a local directory; {how}")
         return path

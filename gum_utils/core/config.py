@@ -5,10 +5,13 @@ looks its object up from the registry and works with that.
 """
 
 import dataclasses
+import difflib
+import functools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..archs import ARCHITECTURES, SIZES, architecture
+from ..archs import ARCHITECTURES, SIZES, architecture, hub
 from ..choices import check_choice, require
 from ..optim import OPTIMIZERS, optimizer as optimizer_spec
 from .strategies import STRATEGIES, strategy as strategy_spec
@@ -54,6 +57,7 @@ class RunConfig:
         self.validate()
 
     def validate(self) -> None:
+        _validate_types(self)  # first: the checks below compare numbers
         check_choice("architecture", self.arch, ARCHITECTURES)
         check_choice("size", self.size, SIZES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -78,6 +82,8 @@ class RunConfig:
         self._validate_processes()
         self._validate_micro_batches()
         self._validate_data()
+        _validate_local_paths(self)
+        _validate_optimizer_options(self)
 
     def _validate_data(self) -> None:
         check_choice("data", self.data, DATA_SOURCES)
@@ -135,3 +141,63 @@ class RunConfig:
         if unknown:
             raise ValueError(f"unknown RunConfig field(s) {unknown}; valid fields: {', '.join(known)}")
         return cls(**values)
+
+
+# Fields that hold whole numbers, and whether None is allowed; a bool is not one (True == 1).
+INTEGER_FIELDS = {"seed": False, "steps": False, "batch_size": False, "micro_batch_size": True,
+                  "eval_every": True, "eval_samples": False}  # world_size: _validate_processes
+NUMBER_FIELDS = {"lr": True, "sample_interval_s": False}
+
+
+def _validate_types(config: "RunConfig") -> None:
+    """Whole numbers are ints, numbers are ints or floats, and never bools: `steps=True` is a slip."""
+    for name, optional in INTEGER_FIELDS.items():
+        value = getattr(config, name)
+        require((optional and value is None) or (isinstance(value, int) and not isinstance(value, bool)),
+                 f"{name} must be an integer{' or None' if optional else ''}, got {value!r}")
+    for name, optional in NUMBER_FIELDS.items():
+        value = getattr(config, name)
+        require((optional and value is None) or (isinstance(value, (int, float)) and not isinstance(value, bool)),
+                 f"{name} must be a number{' or None' if optional else ''}, got {value!r}")
+
+
+def _validate_local_paths(config: "RunConfig") -> None:
+    """A dataset, tokenizer or checkpoint named as a local path must be a directory now, not mid-run."""
+    for name in ("dataset", "tokenizer", "pretrained"):
+        value = getattr(config, name)
+        if value is not None and hub.is_local(value):
+            require(Path(value).expanduser().is_dir(), f"{name} {value!r} is not a local directory "
+                     "(a hub id has the form 'name' or 'owner/name')")
+
+
+def _validate_optimizer_options(config: "RunConfig") -> None:
+    """Names against the optimizer's constructor, values by building it on one scalar parameter."""
+    spec, options = optimizer_spec(config.optimizer), config.optimizer_options
+    for name in options:
+        require(name != "lr", "the learning rate is the field lr, not an optimizer option")
+        check_choice(f"{config.optimizer} option", name, spec.option_names())
+    if not options:
+        return  # the defaults are the optimizer's own: nothing to try (and no torch to import)
+    import torch
+
+    try:
+        spec.build([torch.zeros(1, requires_grad=True)], config.resolved_lr, **options)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValueError(f"optimizer_options {options!r} are not valid for {config.optimizer}: {error}") from None
+
+
+def _listing_unknown_fields(init):
+    """RunConfig(stpes=5) names the closest field and every valid one, not just the stray keyword."""
+    @functools.wraps(init)
+    def checked(self, *args, **kwargs):
+        valid = [f.name for f in dataclasses.fields(RunConfig)]
+        for name in kwargs:
+            if name not in valid:
+                hint = difflib.get_close_matches(name, valid, n=1)
+                raise TypeError(f"RunConfig has no field {name!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                                + f"; valid fields: {', '.join(valid)}")
+        init(self, *args, **kwargs)
+    return checked
+
+
+RunConfig.__init__ = _listing_unknown_fields(RunConfig.__init__)

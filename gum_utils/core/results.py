@@ -38,9 +38,36 @@ class RunResult:
 
     @classmethod
     def from_json(cls, path) -> "RunResult":
-        raw = json.loads(Path(path).read_text())
+        """Read a result file; a file that is not one (cut short, not an object, another schema)
+        raises ResultFileError naming the file and what is wrong with it."""
+        raw = _read_object(Path(path))
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in raw.items() if key in known})
+
+
+class ResultFileError(ValueError):
+    """A result file that cannot be read as a result: the message names the file and the reason."""
+
+    def __init__(self, path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = Path(path), reason
+
+
+def _read_object(path: Path) -> dict:
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as error:
+        raise ResultFileError(path, f"cannot be read ({error.strerror or error})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ResultFileError(path, f"is not valid JSON (cut short or garbled: {error})") from None
+    if not isinstance(raw, dict):
+        raise ResultFileError(path, f"holds {_json_kind(raw)}, not a result object")
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ResultFileError(path, f"has schema_version {version!r}; this code reads {SCHEMA_VERSION}")
+    if not isinstance(raw.get("config"), dict):
+        raise ResultFileError(path, "has no config object")
+    return raw
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -75,4 +102,34 @@ def result_files(root) -> list[Path]:
 
 
 def load_results(root) -> list[RunResult]:
+    """Every result under `root`; an unreadable file raises ResultFileError naming it."""
     return [RunResult.from_json(path) for path in result_files(root)]
+
+
+def _json_kind(value) -> str:
+    kinds = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def notebook_problem(path) -> str | None:
+    """Why an executed notebook cannot be read (cut short, not a notebook); None when it parses."""
+    import nbformat
+
+    try:
+        nbformat.read(path, as_version=4)
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    except Exception as error:  # nbformat's NotJSONError, a JSON that is no notebook, a bad version
+        return f"is not a readable notebook ({type(error).__name__}: {str(error)[:200]})"
+    return None
+
+
+def unreadable_results(root) -> dict[Path, str]:
+    """{path: reason} of every file under `root` that is not a readable result."""
+    problems = {}
+    for path in result_files(root):
+        try:
+            RunResult.from_json(path)
+        except ResultFileError as error:
+            problems[path] = error.reason
+    return problems

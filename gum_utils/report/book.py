@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..archs import ARCHITECTURES, REGISTRY as ARCHS
-from ..core.results import RunResult, result_files
+from ..core.results import RunResult, notebook_problem, result_files, unreadable_results
 from ..core.strategies import STRATEGIES
 from ..optim import OPTIMIZERS
 from ..study import kernels, paths
@@ -110,6 +110,23 @@ def require_results(runs_root: Path, profile: str) -> None:
     if not runs_root.is_dir() or not result_files(runs_root):
         raise BookError(f"no results for profile {profile!r} under {runs_root}: "
                         f"run `make grid PROFILE={profile}` first")
+
+
+def require_readable_results(runs_root: Path) -> None:
+    """Stop before anything runs when a result file cannot be read, naming each one and why."""
+
+    problems = unreadable_results(runs_root)
+    if problems:
+        listed = "\n".join(f"  {path}: {reason}" for path, reason in problems.items())
+        raise BookError(f"{len(problems)} result file(s) cannot be read:\n{listed}\n"
+                        "rerun the grid (it redoes these cells) or remove them, then build the book again")
+
+
+def readable_pages(pages: list[RunPage], book_dir: Path) -> tuple[list[RunPage], dict]:
+    """The run pages whose notebook parses, and {page: why} for those left out of the book."""
+
+    problems = {page: notebook_problem(book_dir / f"{page.docname}.ipynb") for page in pages}
+    return [page for page in pages if not problems[page]], {page: why for page, why in problems.items() if why}
 
 
 def require_inside(runs: Path, book_dir: Path) -> None:
@@ -211,11 +228,13 @@ def fresh_report(book_dir: Path, profile: str) -> Path:
 
 # --- the table of contents ---------------------------------------------------------------
 
-def appendix_pages(profile: str, pages: list[RunPage], book_dir: Path) -> list[dict]:
-    """One generated page per architecture listing its runs (status included), the runs as its sections."""
+def appendix_pages(profile: str, pages: list[RunPage], book_dir: Path, left_out: dict | None = None) -> list[dict]:
+    """One generated page per architecture listing its runs (status included), the runs as its sections;
+    a run notebook in `left_out` ({page: why}) is listed with the reason instead of a link."""
+    left_out = left_out or {}
     several_regimes = len({page.regime for page in pages}) > 1
     entries = []
-    for arch in architectures(pages):
+    for arch in architectures(pages + list(left_out)):
         own = [page for page in pages if page.arch == arch]
         docname = f"report/{profile}/runs-{arch}"
         lines = [f"# {arch_title(arch)} runs", "",
@@ -227,12 +246,23 @@ def appendix_pages(profile: str, pages: list[RunPage], book_dir: Path) -> list[d
             status = RunResult.from_json(result_path).status if result_path.exists() else "no result file"
             link = os.path.relpath(book_dir / f"{page.docname}.ipynb", (book_dir / docname).parent)
             lines.append(f"| [{run_title(page, False)}]({Path(link).as_posix()}) | {page.regime} | {status} |")
+        lines += left_out_lines([page for page in left_out if page.arch == arch], left_out, book_dir)
         page_path = book_dir / f"{docname}.md"
         page_path.parent.mkdir(parents=True, exist_ok=True)
         page_path.write_text("\n".join(lines) + "\n")
-        entries.append({"file": docname, "sections": [{"file": page.docname, "title": run_title(page, several_regimes)}
-                                                       for page in own]})
+        sections = [{"file": page.docname, "title": run_title(page, several_regimes)} for page in own]
+        entries.append({"file": docname, "sections": sections} if sections else {"file": docname})
     return entries
+
+
+def left_out_lines(pages: list[RunPage], left_out: dict, book_dir: Path) -> list[str]:
+    """A visible note for each run notebook the book could not include."""
+    if not pages:
+        return []
+    lines = ["", "```{warning}", "These run notebooks could not be read and are left out of the book; "
+             "rerun the grid (it redoes these cells):", ""]
+    lines += [f"- `{page.docname}.ipynb`: {left_out[page]}" for page in pages]
+    return lines + ["```"]
 
 
 def toc(profile: str, analysis: list[Chapter], appendix: list[dict]) -> dict:
@@ -263,25 +293,45 @@ def write_toc(book_dir: Path, content: dict) -> Path:
 
 # --- the HTML ----------------------------------------------------------------------------
 
-def clean_build(out: Path) -> None:
-    """A fresh build: pages of another profile must not linger in the HTML."""
+def staging_dir(out: Path) -> Path:
+    """An empty folder for a new build, inside _build (which the book's sources exclude)."""
+    staging = out / "_build" / ".staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def swap_in(staging: Path, out: Path) -> None:
+    """Replace the previous build's outputs with the new ones (pages of another profile must not linger)."""
     for name in BUILD_OUTPUTS:
-        shutil.rmtree(out / "_build" / name, ignore_errors=True)
+        new, current = staging / "_build" / name, out / "_build" / name
+        if current.exists():
+            current.rename(staging / f"previous-{name}")
+        if new.exists():
+            new.rename(current)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def build_html(book_dir: Path, out: Path) -> Path:
-    clean_build(out)
+    """Build into a fresh folder and swap it in only when the build succeeded: a failed build
+    leaves the last good book where it was."""
+    staging = staging_dir(out)
     log = out / "_build" / "build.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(book_dir),
-               "--path-output", str(out), "--toc", str(book_dir / "_toc.yml"), "-W", "--keep-going"]
+               "--path-output", str(staging), "--toc", str(book_dir / "_toc.yml"), "-W", "--keep-going"]
     with open(log, "w") as handle:
         done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, cwd=book_dir)
-    index = out / "_build" / "html" / "index.html"
-    if done.returncode != 0 or not index.exists():
+    if done.returncode != 0 or not (staging / "_build" / "html" / "index.html").exists():
+        shutil.rmtree(staging, ignore_errors=True)
         raise BookError(f"the book build failed (warnings count as errors):\n{build_problems(log)}\n"
-                        f"(the whole log: {log})")
-    return index
+                        f"(the whole log: {log})\n{kept_book(out)}")
+    swap_in(staging, out)
+    return out / "_build" / "html" / "index.html"
+
+
+def kept_book(out: Path) -> str:
+    index = out / "_build" / "html" / "index.html"
+    return f"the last good book is kept: {index}" if index.exists() else "there was no earlier book to keep"
 
 
 def build_problems(log: Path) -> str:
@@ -302,12 +352,15 @@ def make_book(profile: str, book_dir: Path = DEFAULT_BOOK, runs: Path | None = N
     require_inside(runs, book_dir)
     runs_root = profile_root(runs, profile)
     require_results(runs_root, profile)
-    pages = run_pages(runs_root, book_dir)
+    require_readable_results(runs_root)
+    pages, left_out = readable_pages(run_pages(runs_root, book_dir), book_dir)
+    for page, why in left_out.items():
+        print(f"gum_utils.book: leaving out {page.docname}.ipynb: {why}", file=sys.stderr)
     report = fresh_report(book_dir, profile)
     write_csv(runs_root, report / "data")
-    analysis = chapters(profile, runs_root, book_dir, architectures(pages))
+    analysis = chapters(profile, runs_root, book_dir, architectures(pages + list(left_out)))
     execute_chapters(analysis, book_dir, jobs)
-    write_toc(book_dir, toc(profile, analysis, appendix_pages(profile, pages, book_dir)))
+    write_toc(book_dir, toc(profile, analysis, appendix_pages(profile, pages, book_dir, left_out)))
     return build_html(book_dir, (out or book_dir).resolve()) if build else None
 
 

@@ -80,17 +80,20 @@ def _binned(frame: pd.DataFrame, x: str, width: float | None) -> pd.DataFrame:
 
 
 def loss_curves(steps_df, evals_df=None, arch: str = "vit", x: str = "step", regime: str = "shared",
-                smooth: int = 10, time_bins: int = 60):
+                smooth: int = 10, time_bins: int = 60, runs_df=None):
     """Training loss per strategy panel, one mean line (95 % CI band) per optimizer; validation as dots.
 
     The y range follows the runs' own (smoothed) curves, so a wide band from few seeds is clipped
-    rather than flattening every line.
+    rather than flattening every line. `runs_df` (the runs table) marks failed runs that recorded
+    no step at all; without it only failures with steps are marked.
     """
     check_choice("x axis", x, tuple(X_LABELS))
     steps = _smoothed(_select(steps_df, arch=arch, regime=regime), smooth)
     width = float(steps[x].max()) / time_bins if x == "time_s" and len(steps) and steps[x].max() > 0 else None
     steps = _binned(steps, x, width)
-    strategies = _present(STRATEGIES, steps["strategy"].unique())
+    outcomes = steps if runs_df is None else _select(runs_df, arch=arch, regime=regime)
+    # every run failed before its first step: one panel that lists the failures
+    strategies = _present(STRATEGIES, set(steps["strategy"]) | set(outcomes["strategy"])) or ["no step recorded"]
     fig, axes = plt.subplots(1, len(strategies), figsize=(4.2 * len(strategies), 3.6), sharey=True, squeeze=False)
     for ax, strategy in zip(axes[0], strategies):
         panel = steps[steps["strategy"] == strategy]
@@ -103,7 +106,7 @@ def loss_curves(steps_df, evals_df=None, arch: str = "vit", x: str = "step", reg
                                            optimizer=optimizer)), x, width)
                 dots = summarize(vals, [x], "val_loss")
                 ax.scatter(dots[x], dots["mean"], color=color, edgecolor="black", s=28, zorder=3)
-        _mark_failures(ax, panel)
+        _mark_failures(ax, outcomes[outcomes["strategy"] == strategy])
         ax.set(title=strategy, xlabel=X_LABELS[x])
     finite = _ok(steps)["loss"].dropna()
     if len(finite):

@@ -9,8 +9,6 @@ Imports no torch.
 
 import functools
 import os
-import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from ..core.results import RunResult
 from .fingerprint import code_fingerprint
 from .kernels import KERNEL_ENV, ONE_CELL_AT_A_TIME, WARM
+from .scratch import cell_scratch
 
 STARTED_TOPIC = "gum-cell-started"  # a worker logs each start: the client counts the cells run again
 
@@ -63,8 +62,8 @@ def run_cell(job: CellJob) -> CellOutcome:
     threads = str(job.threads or _own_cores())
     # Dask's nanny pins the BLAS libraries to one thread; the cell's kernel gets the cell's threads.
     os.environ.update(KERNEL_ENV, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
-    with ONE_CELL_AT_A_TIME, tempfile.TemporaryDirectory(prefix="gum-cell-") as scratch:
-        outcome, raised = _run_in(Path(scratch), job)
+    with ONE_CELL_AT_A_TIME, cell_scratch() as scratch:
+        outcome, raised = _run_in(scratch, job)
     if raised and outcome.status == "error":
         raise CellFailed(outcome)
     return outcome

@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -36,18 +37,21 @@ from pathlib import Path
 
 from ..archs import ARCHITECTURES
 from ..core.config import DATA_SOURCES, PARALLEL, default_lr
-from ..core.results import RunResult, write_atomically
+from ..core.results import ResultFileError, RunResult, notebook_problem, write_atomically
+from ..core.strategies import STRATEGIES
 from ..optim import STUDY_OPTIMIZERS
 from . import paths
 from .cell import STARTED_TOPIC, CellFailed, CellJob, error_result, run_cell
 from .fingerprint import code_fingerprint
 from .profiles import PROFILES, Cell, Profile, cells, profile as get_profile, sweep_cells
+from .scratch import remove_stale_scratch
 from .tuning import TuningError
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 DEFAULT_OUT = ROOT / "book" / "runs"
 STAGES = ("shared", "sweep", "tuned")
+ARCH_ANY = "vit"  # batch sizes are the profile's, the same for every architecture
 LOG_COLUMNS = ["finished", "profile", "stage", "cells", "skipped", "reused", "ran", "statuses", "minutes",
                "minutes_per_seed", "jobs", "cpus"]
 
@@ -126,14 +130,35 @@ def reuse_twins(tasks: list[Task], twins: list[Task]) -> int:
 
 
 def is_done(task: Task, retry_failed: bool = False) -> bool:
-    """A result for these parameters and this code exists (a recorded failure counts, unless retried)."""
-    if not task.result_path.exists() or not task.output.exists():
+    """A readable result for these parameters and this code, beside a readable executed notebook
+    (a recorded failure counts, unless retried)."""
+    if not task.result_path.exists() or not task.output.exists() or corrupt_file(task):
         return False
-    try:
-        result = RunResult.from_json(task.result_path)
-    except (ValueError, TypeError):
-        return False
+    result = RunResult.from_json(task.result_path)
     return result.cell_key == task.key and not (retry_failed and result.status == "error")
+
+
+def corrupt_file(task: Task) -> str | None:
+    """'<file>: <why>' for a cell's result or notebook that exists but cannot be read; None if none."""
+    if task.result_path.exists():
+        try:
+            RunResult.from_json(task.result_path)
+        except ResultFileError as error:
+            return str(error)
+    if task.output.exists():
+        problem = notebook_problem(task.output)
+        if problem:
+            return f"{task.output}: {problem}"
+    return None
+
+
+def report_corrupt(tasks: list[Task]) -> int:
+    """Say which files of the cells about to be redone were corrupt, and why."""
+    found = [(task, corrupt_file(task)) for task in tasks]
+    found = [(task, problem) for task, problem in found if problem]
+    for task, problem in found:
+        print(f"redoing {task.name}: {problem}", flush=True)
+    return len(found)
 
 
 def cell_job(task: Task, notebook_text: str, fingerprint: str) -> CellJob:
@@ -180,15 +205,20 @@ def run_grid(tasks: list[Task], jobs: int = 1, force: bool = False, retry_failed
 
     todo = [t for t in tasks if force or not is_done(t, retry_failed)]
     counts = GridCounts(skipped=len(tasks) - len(todo))
+    if not force:
+        report_corrupt(todo)
     if show_progress:
         where = describe(client) if client is not None else f"{jobs} local worker(s)"
         print(f"{len(tasks)} cells: {counts['skipped']} already done, {len(todo)} to run on {where}", flush=True)
     if not todo:
         return counts
-    if client is None:
-        with open_client(jobs) as local:
-            return _run_on(local, todo, counts, show_progress, retries)
-    return _run_on(client, todo, counts, show_progress, retries)
+    try:
+        if client is None:
+            with open_client(jobs) as local:
+                return _run_on(local, todo, counts, show_progress, retries)
+        return _run_on(client, todo, counts, show_progress, retries)
+    except KeyboardInterrupt:
+        raise GridInterrupted(None, counts) from None
 
 
 def _run_on(client, todo: list[Task], counts: GridCounts, show_progress: bool, retries: int) -> GridCounts:
@@ -280,7 +310,10 @@ def run_stage(prof: Profile, stage: str, out_root: Path, jobs: int | None, force
         reused = reuse_twins(tasks, stage_tasks(prof, "shared", out_root, jobs, **subset))
     print(f"stage {stage}: " + (f"{reused} cell(s) reused from shared (the sweep chose the default); "
                                 if reused else ""), end="", flush=True)
-    counts = run_grid(tasks, jobs or 1, force, retry_failed, client=client, retries=retries)
+    try:
+        counts = run_grid(tasks, jobs or 1, force, retry_failed, client=client, retries=retries)
+    except GridInterrupted as stop:
+        raise GridInterrupted(stage, stop.counts) from None
     minutes = (time.perf_counter() - started) / 60
     statuses = ", ".join(f"{k} {v}" for k, v in counts.items() if k != "skipped")
     if counts.reran:
@@ -296,6 +329,18 @@ def run_stage(prof: Profile, stage: str, out_root: Path, jobs: int | None, force
     return counts
 
 
+class GridOptionError(ValueError):
+    """An option the grid cannot run with, found before any cell starts: one line, exit code 2."""
+
+
+class GridInterrupted(Exception):
+    """Ctrl-C during a stage: what that stage had finished (kept on disk) travels with it."""
+
+    def __init__(self, stage: str | None, counts: dict):
+        super().__init__(stage)
+        self.stage, self.counts = stage, counts
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="cpu", choices=tuple(PROFILES))
@@ -308,14 +353,46 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", nargs="*", type=int, help="seeds (default: the profile's)")
     parser.add_argument("--world-size", type=int, default=1,
                         help="processes per run (torchrun; one per GPU): its runs form the regime <stage>-<parallel><N>")
-    parser.add_argument("--parallel", choices=PARALLEL, default="ddp", help="with --world-size > 1: ddp or fsdp (FSDP2)")
+    parser.add_argument("--parallel", choices=PARALLEL, help="with --world-size > 1: ddp (default) or fsdp (FSDP2)")
     parser.add_argument("--data", choices=DATA_SOURCES,
                         help="embedded data or datasets by name from the hub (default: the profile's)")
     parser.add_argument("--force", action="store_true", help="redo cells that are already done")
     parser.add_argument("--retry-failed", action="store_true", help="redo cells recorded as errors")
     parser.add_argument("--retries", type=int, default=1, help="runs again of a cell whose notebook raises")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an expected failure too")
     _add_cluster_options(parser)
     args = parser.parse_args(argv)
+    totals: dict = {}
+    try:
+        return _run(parser, args, totals)
+    except GridOptionError as error:
+        print(f"gum_utils.study.grid: error: {error}", file=sys.stderr)
+        return 2
+    except (GridInterrupted, KeyboardInterrupt) as stop:
+        print(interrupted_summary(stop, totals), file=sys.stderr)
+        return 130
+    except (OSError, ResultFileError, TuningError) as error:  # the cluster, the disk, a result: not a bug here
+        if args.debug:
+            raise
+        one_line = " ".join(str(error).split())
+        print(f"gum_utils.study.grid: {type(error).__name__}: {one_line} (--debug shows the traceback)", file=sys.stderr)
+        return 1
+
+
+def interrupted_summary(stop: BaseException, totals: dict) -> str:
+    """One line: what is done (and kept), and how to go on."""
+    done = dict(totals)
+    if isinstance(stop, GridInterrupted):
+        for status, n in stop.counts.items():
+            done[status] = done.get(status, 0) + n
+    finished = sum(n for status, n in done.items() if status != "skipped")
+    where = f" in stage {stop.stage}" if isinstance(stop, GridInterrupted) and stop.stage else ""
+    kept = ", ".join(f"{status} {n}" for status, n in done.items() if n) or "nothing yet"
+    return (f"gum_utils.study.grid: interrupted{where}: {finished} cell(s) finished in this run and kept ({kept}); "
+            "run the same command again to resume (finished cells are skipped)")
+
+
+def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
     if (args.scheduler or args.slurm) and args.jobs is not None:
         parser.error("--jobs is the size of a local cluster: leave it out with --scheduler or --slurm")
     if args.scheduler and args.slurm:
@@ -331,7 +408,7 @@ def main(argv=None) -> int:
     if args.world_size < 1:
         parser.error("--world-size must be >= 1")
     if args.world_size > 1:
-        prof = dataclasses.replace(prof, world_size=args.world_size, parallel=args.parallel)
+        prof = dataclasses.replace(prof, world_size=args.world_size, parallel=args.parallel or "ddp")
     stages = [stage for stage in STAGES if stage in (args.stage or prof.stages)]
     unknown = [stage for stage in stages if stage not in prof.stages]
     if unknown:
@@ -341,21 +418,83 @@ def main(argv=None) -> int:
         cells(prof, **subset)  # a misspelt subset fails here, before anything runs
     except ValueError as error:
         parser.error(str(error))
-    started, totals = time.perf_counter(), {}
+    check_options(args, prof, subset)
+    stale = remove_stale_scratch()
+    if stale:
+        print(f"removed {len(stale)} scratch folder(s) that killed grids left in {stale[0].parent}", flush=True)
+    started = time.perf_counter()
     with _open_cluster(args, jobs) as client:
         for stage in stages:
-            try:
-                counts = run_stage(prof, stage, args.out, jobs, args.force, args.retry_failed, subset, client,
-                                   args.retries)
-            except TuningError as error:
-                print(f"gum_utils.study.grid: {error}", file=sys.stderr)
-                return 1
+            counts = run_stage(prof, stage, args.out, jobs, args.force, args.retry_failed, subset, client,
+                               args.retries)
             for status, n in counts.items():
                 totals[status] = totals.get(status, 0) + n
     minutes = (time.perf_counter() - started) / 60
     print(f"grid {prof.name} ({', '.join(stages)}) finished in {minutes:.1f} min: "
           + ", ".join(f"{k} {v}" for k, v in totals.items()))
     return 0
+
+
+# --- options checked before the first cell ------------------------------------------------
+
+def check_options(args, prof: Profile, subset: dict) -> None:
+    """Every option a cell would fail on, checked now: raises GridOptionError with one line."""
+    bad_seeds = [seed for seed in args.seed or () if seed < 0]
+    if bad_seeds:
+        raise GridOptionError(f"--seed takes integers >= 0, got {', '.join(map(str, bad_seeds))}")
+    if args.parallel and args.world_size == 1:
+        raise GridOptionError(f"--parallel {args.parallel} spans several processes: give --world-size N (N > 1) too")
+    if prof.data == "hub" and prof.size != "paper":
+        raise GridOptionError(f"--data hub needs the paper size (the models' own tokenizers and 224-pixel images); "
+                              f"profile {prof.name!r} is size {prof.size!r}: use --data embedded or --profile paper")
+    check_world_size(prof, subset["strategies"])
+    check_writable(args.out)
+    if args.scheduler:
+        check_scheduler(args.scheduler)
+
+
+def check_world_size(prof: Profile, strategies) -> None:
+    """Every rank trains an equal share of the batch, and accumulation splits that share in micro-batches."""
+    world = prof.world_size
+    for strategy in strategies or STRATEGIES:
+        parameters = prof.run_parameters(ARCH_ANY, "sgd", strategy, 0)
+        batch, micro = parameters["batch_size"], parameters["micro_batch_size"]
+        if batch % world:
+            raise GridOptionError(f"--world-size {world} must divide the batch of {batch} ({strategy}, "
+                                  f"profile {prof.name!r}): every rank trains an equal share")
+        share = batch // world
+        if micro is not None and (micro >= share or share % micro):
+            raise GridOptionError(f"--world-size {world} leaves accumulation a per-rank batch of {share}, which its "
+                                  f"micro-batch of {micro} must divide into more than one: choose another "
+                                  "--world-size or leave accumulation out (--strategy standard checkpointing)")
+
+
+def check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".gum-write-check-"):
+            pass
+    except OSError as error:
+        raise GridOptionError(f"--out {out} is not a writable folder: {error.strerror or error}") from None
+
+
+def check_scheduler(address: str, timeout: float = 3.0) -> None:
+    """A scheduler that answers within `timeout` seconds, before the client waits its 30 s."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if parts.scheme not in ("tcp", "tls") or not host or not port:
+        raise GridOptionError(f"--scheduler {address!r} is not an address of the form tcp://HOST:PORT")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        raise GridOptionError(f"no Dask scheduler answers at {address} within {timeout:g} s "
+                              f"({error.strerror or error}); start one with `dask scheduler`") from None
 
 
 def _add_cluster_options(parser: argparse.ArgumentParser) -> None:

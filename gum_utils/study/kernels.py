@@ -5,10 +5,9 @@ Imports neither torch nor Dask (the book takes the kernel environment from here)
 
 import atexit
 import os
-import shutil
-import tempfile
 import threading
-from pathlib import Path
+
+from .scratch import KERNEL_PREFIX, owned_scratch, release_scratch, remove_stale_scratch
 
 KERNEL_ENV = {"TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
 
@@ -35,10 +34,12 @@ class WarmKernel:
             from jupyter_client import KernelManager
 
             self.shutdown()
-            self._home = Path(tempfile.mkdtemp(prefix="gum-kernel-"))
+            remove_stale_scratch()  # what killed workers on this machine left
+            self._home = owned_scratch(KERNEL_PREFIX)
             # The kernel's own start-up chatter goes to a log, not over the progress bar.
             self._log = open(self._home / "kernel.log", "a")
-            self._manager = KernelManager(kernel_name="python3")
+            # Its connection file too lives in its folder, so removing the folder removes it.
+            self._manager = KernelManager(kernel_name="python3", connection_file=str(self._home / "kernel.json"))
             self._manager.start_kernel(cwd=str(self._home), env=dict(os.environ), stdout=self._log,
                                        stderr=self._log)
             self._run(self.WARM_UP)
@@ -65,7 +66,7 @@ class WarmKernel:
             self._log.close()
             self._log = None
         if self._home is not None:
-            shutil.rmtree(self._home, ignore_errors=True)
+            release_scratch(self._home)
             self._home = None
 
 

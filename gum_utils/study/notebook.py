@@ -5,6 +5,7 @@ architecture's own look is here, once.
 """
 
 import dataclasses
+import datetime
 import types
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ..choices import check_choice
 from ..core.config import RunConfig
 from .profiles import profile as get_profile
 
+INTERACTIVE_RESULTS = Path(__file__).resolve().parents[2] / "results" / "interactive"
 # Names a notebook accepts besides RunConfig's fields. None means "the profile's value".
 NOTEBOOK_ONLY = ("profile", "result_path", "cell_key")
 # What IPython and papermill put in a namespace that is not a parameter.
@@ -48,17 +50,34 @@ def read_parameters(arch: str, namespace: dict):
                                  given.get("seed") or 0)
     values.update({k: v for k, v in given.items() if k in _config_fields() and v is not None})
     config = RunConfig.from_dict(values)
-    result_path = given.get("result_path") or f"../results/interactive/{arch}-{config.optimizer}-{config.strategy}.json"
+    result_path = given.get("result_path") or interactive_result_path(config)
     return config, Path(result_path), given.get("cell_key")
 
 
+def interactive_result_path(config) -> Path:
+    """Under the checkout's results/interactive/ wherever the notebook runs from; seed and time in
+    the name, so a second run of the same cell does not overwrite the first."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    return INTERACTIVE_RESULTS / f"{config.arch}-{config.optimizer}-{config.strategy}-s{config.seed}-{stamp}.json"
+
+
+class RunFailed(RuntimeError):
+    """An interactive run ended in `error`: the notebook stops here, with the whole message."""
+
+
 def run(config, result_path: Path, cell_key: str | None = None):
-    """Train, write the result file, and return (result, trained model) for the notebook's look."""
+    """Train, write the result file, and return (result, trained model) for the notebook's look.
+
+    Run by hand (no cell key), a run that ends in `error` then fails the notebook, so papermill
+    or Jupyter shows the failure; under the grid the result records it and the grid goes on.
+    """
     from ..core.run import train_model  # torch loads here, when a notebook trains
 
     result, model = train_model(config)
     result.cell_key = cell_key
     result.to_json(result_path)
+    if cell_key is None and result.status == "error":
+        raise RunFailed(f"the run failed (its result: {result_path}): {result.error}")
     return result, model
 
 
