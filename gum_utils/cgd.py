@@ -30,7 +30,10 @@ ZOOM_MARGIN = 0.1           # keep interpolated trials this fraction of the brac
 EXTRAPOLATE = (1.1, 10.0)   # while bracketing, the next trial lies in [1.1 t, 10 t]
 STEP_RATIO_BOUNDS = (1e-2, 1e2)  # bounds on the N&W initial-step ratio, so one odd slope cannot blow t up
 _FRESH_STATS = dict(step=0, n_evals=0, total_evals=0, n_restarts=0, since_restart=0, restart_reason=None,
-                    line_search_failed=False, t=None, slope=None)  # t, slope: last accepted step, for t0
+                    beta=None, line_search_failed=False, line_search_stalled=False, n_stalled=0,
+                    t=None, slope=None)  # t, slope: last accepted step, for t0
+# What one step did, for a per-step training record; restart_reason is None when the step used beta.
+STEP_RECORD_KEYS = ("beta", "restarted", "restart_reason", "n_evals", "line_search_stalled")
 
 
 def _dot(xs, ys) -> float:
@@ -87,6 +90,14 @@ def _extrapolation_trial(prev, cur):
     return high if t is None else min(max(t, low), high)
 
 
+def _resolution_step(params, directions) -> float:
+    """The step length below which x + t d rounds to x in the parameters' dtype: like scipy's
+    xtol, but from the dtype's eps, relative to the largest parameter (0 where x = 0)."""
+    eps = max(torch.finfo(p.dtype).eps for p in params)
+    largest_move = _max_abs(directions)
+    return eps * _max_abs(params) / largest_move if largest_move > 0 else 0.0
+
+
 class _Line:
     """phi(t) = f(x + t d) and its slope g(x + t d).d, moving the parameters in place.
 
@@ -98,6 +109,19 @@ class _Line:
     def __init__(self, optimizer, closure, directions, budget):
         self.opt, self.closure, self.d, self.budget = optimizer, closure, directions, budget
         self.t, self.evals, self.loss = 0.0, 0, None
+        self.stalled, self.unresolved_step = False, None  # the far end of the bracket it gave up on
+        self.min_step = _resolution_step(optimizer._params, directions)
+        self.f_eps = None  # the loss dtype's eps, set by the first evaluation
+
+    def unresolved(self, a, b) -> bool:
+        """True (and the search marked stalled) when the bracket between trials a and b can no
+        longer change x, or f by more than its rounding, representably: a further trial is waste."""
+        width = abs(b[0] - a[0])
+        f_change = width * max(abs(a[2]), abs(b[2]))  # first-order change of f across the bracket
+        self.stalled = (width <= 1e-15 * max(a[0], b[0]) or width <= self.min_step
+                        or f_change <= self.f_eps * max(abs(a[1]), abs(b[1])))
+        self.unresolved_step = max(a[0], b[0])
+        return self.stalled
 
     def move_to(self, t):
         if t != self.t:
@@ -108,6 +132,8 @@ class _Line:
         self.move_to(t)
         self.loss = self.opt._evaluate(self.closure)
         self.evals += 1
+        if self.f_eps is None:
+            self.f_eps = _float_eps(self.loss)
         f = _as_float(self.loss)
         return (t, f if math.isfinite(f) else math.inf, _dot(self.opt._gradients(), self.d))
 
@@ -119,9 +145,11 @@ class _Line:
 def _armijo(line, f0, s0, t, c1, c2):
     """Backtracking: shrink t until sufficient decrease f(x+td) <= f0 + c1 t g.d."""
     while line.can_try(None):
-        _, f, _ = line(t)
-        if f <= f0 + c1 * t * s0:
+        cur = line(t)
+        if cur[1] <= f0 + c1 * t * s0:
             return t, None
+        if line.unresolved((0.0, f0, s0), cur):  # shorter steps cannot show a representable decrease
+            break
         t *= ARMIJO_SHRINK
     return None, None
 
@@ -129,9 +157,10 @@ def _armijo(line, f0, s0, t, c1, c2):
 def _strong_wolfe(line, f0, s0, t, c1, c2):
     """N&W Algorithm 3.5: grow t until a bracket holds a strong Wolfe point, then zoom.
 
+    The first trial is at least the smallest step that moves x representably.
     Returns (accepted t or None, best point satisfying sufficient decrease or None).
     """
-    prev, best = (0.0, f0, s0), None
+    prev, best, t = (0.0, f0, s0), None, max(t, line.min_step)
     while line.can_try(best):
         cur = line(t)
         sufficient = cur[1] <= f0 + c1 * t * s0
@@ -149,7 +178,7 @@ def _strong_wolfe(line, f0, s0, t, c1, c2):
 
 def _zoom(line, f0, s0, lo, hi, c1, c2, best):
     """N&W Algorithm 3.6; lo has sufficient decrease and the lowest f seen in the bracket."""
-    while line.can_try(best) and abs(hi[0] - lo[0]) > 1e-15 * max(lo[0], hi[0]):
+    while line.can_try(best) and not line.unresolved(lo, hi):
         cur = line(_zoom_trial(lo, hi))
         t, f, s = cur
         if f > f0 + c1 * t * s0 or f >= lo[1]:
@@ -206,7 +235,7 @@ class CGD(torch.optim.Optimizer):
     def load_state_dict(self, state_dict):
         super().load_state_dict(state_dict)
         if "global" in self.state:  # torch copies per-parameter state only; don't share the counters
-            self.state["global"] = dict(self.state["global"])
+            self.state["global"] = {**_FRESH_STATS, **self.state["global"]}  # older saves lack newer keys
         self._reuse = None
 
     @property
@@ -214,9 +243,20 @@ class CGD(torch.optim.Optimizer):
         """state["global"]: the Python scalars of _FRESH_STATS (n_evals is the last step's count)."""
         return self.state.setdefault("global", dict(_FRESH_STATS))
 
+    def step_record(self) -> dict:
+        """What the last step did, for a training record: the beta it used (None when the direction
+        restarted at -g, or when no step was taken), whether and why it restarted (the first step
+        counts as a restart), its closure evaluations, and whether its line search ran out of float
+        resolution (then it also failed, and the next direction restarts)."""
+        stats = self.stats
+        record = {key: stats[key] for key in STEP_RECORD_KEYS if key in stats}
+        record["restarted"] = stats["restart_reason"] is not None
+        return record
+
     @torch.no_grad()
     def step(self, closure=None):
         group = self.param_groups[0]
+        self.stats.update(beta=None, restart_reason=None, line_search_stalled=False)  # this step's own
         if group["line_search"] is None:
             return self._fixed_step(group, closure)
         if closure is None:
@@ -254,9 +294,22 @@ class CGD(torch.optim.Optimizer):
         self._count_evals(evals + line.evals)
         stats = self.stats
         stats["line_search_failed"] = t is None
-        stats["t"], stats["slope"] = (line.t, slope) if line.t > 0 else (None, None)
+        stats["line_search_stalled"] = line.stalled and t is None
+        stats["n_stalled"] += stats["line_search_stalled"]
+        stats["t"], stats["slope"] = self._step_for_next_search(line, slope)
         self._remember(closure, final_loss)
         return loss
+
+    @staticmethod
+    def _step_for_next_search(line, slope):
+        """(t, slope) the next search scales its first trial from: the accepted step; after a search
+        that stalled at the start, one extrapolation factor above the step it could not resolve (from
+        lr, each stalled search would spend its trials shrinking back down to that scale); else none."""
+        if line.t > 0:
+            return line.t, slope
+        if line.stalled:
+            return EXTRAPOLATE[1] * line.unresolved_step, slope
+        return None, None
 
     def _settle(self, line, t, best, start_loss):
         """Leave the parameters at the accepted point with p.grad holding the gradient there."""
@@ -302,7 +355,7 @@ class CGD(torch.optim.Optimizer):
                 reason = "not a descent direction"
         if reason is None:
             torch._foreach_mul_(directions, beta)
-            stats.update(since_restart=stats["since_restart"] + 1, restart_reason=None)
+            stats.update(since_restart=stats["since_restart"] + 1, restart_reason=None, beta=beta)
         else:
             torch._foreach_zero_(directions)
             slope = -gg
@@ -385,6 +438,12 @@ class CGD(torch.optim.Optimizer):
             if p._version != version or not grad_ok:
                 return None
         return loss if closure_ref() is closure else None
+
+
+def _float_eps(loss) -> float:
+    """Relative resolution of the loss as the closure computes it (a Python float: float64's)."""
+    floating = isinstance(loss, torch.Tensor) and loss.is_floating_point()
+    return torch.finfo(loss.dtype if floating else torch.float64).eps
 
 
 def _as_float(loss) -> float:
