@@ -12,6 +12,7 @@ DTensor shards) the dot products and norms combine the ranks' parts, so every ra
 """
 
 import math
+import statistics
 import weakref
 from functools import reduce
 
@@ -30,7 +31,7 @@ ZOOM_MARGIN = 0.1           # keep interpolated trials this fraction of the brac
 EXTRAPOLATE = (1.1, 10.0)   # while bracketing, the next trial lies in [1.1 t, 10 t]
 STEP_RATIO_BOUNDS = (1e-2, 1e2)  # bounds on the N&W initial-step ratio, so one odd slope cannot blow t up
 _FRESH_STATS = dict(step=0, n_evals=0, total_evals=0, n_restarts=0, since_restart=0, restart_reason=None,
-                    beta=None, line_search_failed=False, line_search_stalled=False, n_stalled=0,
+                    beta=None, last_move=0.0, line_search_failed=False, line_search_stalled=False, n_stalled=0,
                     t=None, slope=None)  # t, slope: last accepted step, for t0
 # What one step did, for a per-step training record; restart_reason is None when the step used beta.
 STEP_RECORD_KEYS = ("beta", "restarted", "restart_reason", "n_evals", "line_search_stalled")
@@ -210,7 +211,7 @@ class CGD(torch.optim.Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, beta="pr+", line_search=None, restart_every=None,
-                 c1=1e-4, c2=0.1, max_evals=25, tolerance_grad=1e-10):
+                 c1=1e-4, c2=0.1, max_evals=25, tolerance_grad=1e-10, same_batch_y=False):
         check_choice("beta rule", beta, BETA_RULES)
         check_choice("line search", line_search, LINE_SEARCHES)
         _require(_is_number(lr) and lr > 0, f"lr must be a number > 0, got {lr!r}")
@@ -221,8 +222,10 @@ class CGD(torch.optim.Optimizer):
         _require(_is_int(max_evals) and max_evals >= 2, f"max_evals must be an int >= 2, got {max_evals!r}")
         _require(_is_number(tolerance_grad) and tolerance_grad >= 0,
                  f"tolerance_grad must be a number >= 0, got {tolerance_grad!r}")
+        _require(isinstance(same_batch_y, bool) and not (same_batch_y and line_search is not None),
+                 f"same_batch_y must be True or False, and True only with line_search=None, got {same_batch_y!r}")
         defaults = dict(lr=lr, beta=beta, line_search=line_search, restart_every=restart_every,
-                        c1=c1, c2=c2, max_evals=max_evals, tolerance_grad=tolerance_grad)
+                        c1=c1, c2=c2, max_evals=max_evals, tolerance_grad=tolerance_grad, same_batch_y=same_batch_y)
         super().__init__(params, defaults)
         self._params = self.param_groups[0]["params"]
         self._reuse = None  # what step k+1 needs to trust step k's final evaluation
@@ -268,14 +271,38 @@ class CGD(torch.optim.Optimizer):
 
     def _fixed_step(self, group, closure):
         self._reuse = None
+        evals = 0
+        if group.get("same_batch_y") and self._previous_move(closure):
+            self._prev_grad_on_this_batch(closure)
+            evals = 1
         loss = None if closure is None else self._evaluate(closure)
-        self._count_evals(0 if closure is None else 1)
+        self._count_evals(evals + (closure is not None))
         grads = self._gradients()
         if _max_abs(grads) <= group["tolerance_grad"]:
+            self.stats["last_move"] = 0.0
             return loss
         directions, _ = self._next_direction(grads, group)
         torch._foreach_add_(self._params, directions, alpha=group["lr"])
+        self.stats["last_move"] = group["lr"]
         return loss
+
+    def _previous_move(self, closure) -> float:
+        """The step length that led from the previous point along the stored direction (0: none yet)."""
+        if closure is None:
+            raise ValueError("CGD with same_batch_y needs a closure: it evaluates the previous point on this batch")
+        has_direction = all("direction" in self.state[p] for p in self._params)
+        return self.stats.get("last_move", 0.0) if has_direction else 0.0
+
+    def _prev_grad_on_this_batch(self, closure):
+        """prev_grad := the gradient at the previous point x - lr d on this step's batch, so that
+        y = g - prev_grad measures curvature, not the difference of two batches. One more closure
+        call; the parameters move there and back in place (no copy of x, one rounding each way)."""
+        back, directions = self.stats["last_move"], [self.state[p]["direction"] for p in self._params]
+        torch._foreach_add_(self._params, directions, alpha=-back)
+        self._evaluate(closure)
+        for p, g in zip(self._params, self._gradients()):
+            _local(self.state[p]["prev_grad"]).copy_(_local(g))
+        torch._foreach_add_(self._params, directions, alpha=back)
 
     def _line_search_step(self, group, closure):
         loss, evals = self._reusable_loss(closure), 0
@@ -461,3 +488,18 @@ def _is_number(x) -> bool:
 def _require(condition, message):
     if not condition:
         raise ValueError(message)
+
+
+def summarize_step_records(records) -> dict:
+    """The distribution of what CGD did over a run's step records (CGD.step_record() dicts):
+    how many steps used a beta, its median, largest value and share above 1 (beta > 1 lengthens
+    the previous direction: momentum that grows), restarts by reason, and stalled line searches."""
+    betas = sorted(r["beta"] for r in records if r["beta"] is not None)
+    reasons = {}
+    for r in records:
+        if r["restarted"]:
+            reasons[r["restart_reason"]] = reasons.get(r["restart_reason"], 0) + 1
+    return dict(steps=len(records), n_beta=len(betas), beta_median=statistics.median(betas) if betas else None,
+                beta_max=betas[-1] if betas else None,
+                beta_share_above_1=sum(b > 1 for b in betas) / len(betas) if betas else None,
+                restarts=reasons, n_stalled=sum(bool(r["line_search_stalled"]) for r in records))

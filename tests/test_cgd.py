@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.optimize import minimize, rosen, rosen_der
 
-from gum_utils.cgd import CGD
+from gum_utils.cgd import CGD, summarize_step_records
 
 BETAS = ("pr+", "fr", "hs", "dy")
 N = 20
@@ -271,6 +271,8 @@ def test_state_dict_round_trip():
     (dict(restart_every=2.5), "restart_every"),
     (dict(max_evals=1), "max_evals"),
     (dict(tolerance_grad=-1.0), "tolerance_grad"),
+    (dict(same_batch_y=1), "same_batch_y"),
+    (dict(same_batch_y=True, line_search="armijo"), "same_batch_y"),
 ])
 def test_bad_arguments_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -460,3 +462,72 @@ def test_state_dict_from_before_the_step_record_loads():
     twin = CGD([p.detach().clone().requires_grad_()], beta="fr")
     twin.load_state_dict(saved)
     assert twin.stats["n_stalled"] == 0 and twin.step_record()["beta"] is None
+
+
+# --- 11. same_batch_y: y from one batch (fixed step) --------------------------------------------------
+
+def least_squares_closure(x, optimizer, rows, targets):
+    def closure():
+        optimizer.zero_grad()
+        loss = 0.5 * torch.sum((rows @ x - targets) ** 2)
+        loss.backward()
+        return loss
+
+    return closure
+
+
+def test_same_batch_y_takes_both_gradients_on_the_new_batch():
+    rng = np.random.default_rng(8)
+    batches = [(rng.standard_normal((6, 4)), rng.standard_normal(6)) for _ in range(2)]
+    lr, x0 = 0.1, rng.standard_normal(4)
+    x = torch.tensor(x0, requires_grad=True)
+    optimizer = CGD([x], lr=lr, beta="pr+", same_batch_y=True, restart_every=100)
+    for a, b in batches:
+        optimizer.step(least_squares_closure(x, optimizer, torch.tensor(a), torch.tensor(b)))
+    # By hand: step 1 on batch 1 from x0; step 2's y compares batch 2's gradients at x1 and at x0.
+    gradient = [lambda v, a=a, b=b: a.T @ (a @ v - b) for a, b in batches]
+    d1 = -gradient[0](x0)
+    x1 = x0 + lr * d1
+    g, g_prev = gradient[1](x1), gradient[1](x0)
+    beta = g @ (g - g_prev) / (g_prev @ g_prev)
+    assert beta > 0 and g @ (-g + beta * d1) < 0  # guards the test: no restart
+    record = optimizer.step_record()
+    assert record["beta"] == pytest.approx(beta, rel=1e-12) and record["n_evals"] == 2
+    np.testing.assert_allclose(x.detach().numpy(), x1 + lr * (-g + beta * d1), rtol=1e-12, atol=1e-14)
+
+
+def test_same_batch_y_on_one_batch_is_the_default():
+    # With one batch every step, g_prev on "this batch" is the stored g_prev: same iterates.
+    a, b = spd_problem()
+    rows, targets = torch.tensor(a), torch.tensor(b)
+    iterates = []
+    for same_batch_y in (False, True):
+        x = torch.zeros(N, dtype=torch.float64, requires_grad=True)
+        optimizer = CGD([x], lr=0.01, same_batch_y=same_batch_y)
+        closure = least_squares_closure(x, optimizer, rows, targets)
+        for _ in range(10):
+            optimizer.step(closure)
+        iterates.append(x.detach().clone())
+    torch.testing.assert_close(iterates[1], iterates[0], rtol=1e-9, atol=1e-12)
+
+
+def test_same_batch_y_needs_a_closure():
+    p = torch.zeros(2, requires_grad=True)
+    optimizer = CGD([p], same_batch_y=True)
+    p.grad = torch.ones(2)
+    with pytest.raises(ValueError, match="closure"):
+        optimizer.step()
+
+
+def test_summarize_step_records():
+    records = [dict(beta=None, restarted=True, restart_reason="first step", line_search_stalled=False),
+               dict(beta=0.5, restarted=False, restart_reason=None, line_search_stalled=False),
+               dict(beta=3.0, restarted=False, restart_reason=None, line_search_stalled=False),
+               dict(beta=None, restarted=True, restart_reason="negative beta", line_search_stalled=True),
+               dict(beta=1.5, restarted=False, restart_reason=None, line_search_stalled=False),
+               dict(beta=0.9, restarted=False, restart_reason=None, line_search_stalled=True)]
+    assert summarize_step_records(records) == dict(
+        steps=6, n_beta=4, beta_median=1.2, beta_max=3.0, beta_share_above_1=0.5,
+        restarts={"first step": 1, "negative beta": 1}, n_stalled=2)
+    assert summarize_step_records(records[:3])["beta_median"] == 1.75  # 0.5, 3.0: the middle two
+    assert summarize_step_records(records[:1])["beta_median"] is None
