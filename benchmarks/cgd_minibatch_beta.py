@@ -1,0 +1,52 @@
+"""What fixed-step CGD does on mini-batches: its betas and restarts over a short training run.
+
+Trains the tiny model of one architecture with CGD (the grid's fixed step) through the study's
+own `train`, reading `CGD.step_record()` after every step, and prints `summarize_step_records`
+with the seconds per step; optionally the same with `same_batch_y=True` (y from one batch, one more
+forward/backward per step) and the final training losses of both.
+
+    python benchmarks/cgd_minibatch_beta.py [--arch vit] [--steps 40] [--same-batch-y]
+"""
+
+import argparse
+import statistics
+
+from gum_utils import cgd, train as training
+from gum_utils.train import RunConfig
+
+
+def run_recording(config: RunConfig):
+    """train(config), with each CGD step's record; the loop itself is untouched."""
+    records, plain_step = [], training.Run.step
+
+    def recording_step(run, micros, items):
+        loss = plain_step(run, micros, items)
+        records.append(run.optimizer.step_record())
+        return loss
+
+    training.Run.step = recording_step
+    try:
+        result = training.train(config)
+    finally:
+        training.Run.step = plain_step
+    return result, records
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--arch", default="vit")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--same-batch-y", action="store_true", help="also run the same_batch_y option")
+    args = parser.parse_args()
+    variants = [{}] + ([{"same_batch_y": True}] if args.same_batch_y else [])
+    for options in variants:
+        config = RunConfig(arch=args.arch, optimizer="cgd", steps=args.steps, device="cpu", optimizer_options=options)
+        result, records = run_recording(config)
+        seconds = statistics.median(r["step_time_s"] for r in result.records)
+        last = [r["loss"] for r in result.records[-10:]]
+        print(f"{args.arch} cgd {options or 'default'}: {result.status}; {cgd.summarize_step_records(records)}; "
+              f"median step {seconds:.3f} s; mean loss of the last 10 steps {statistics.mean(last):.3f}")
+
+
+if __name__ == "__main__":
+    main()
