@@ -158,10 +158,9 @@ def _armijo(line, f0, s0, t, c1, c2):
 def _strong_wolfe(line, f0, s0, t, c1, c2):
     """N&W Algorithm 3.5: grow t until a bracket holds a strong Wolfe point, then zoom.
 
-    The first trial is at least the smallest step that moves x representably.
     Returns (accepted t or None, best point satisfying sufficient decrease or None).
     """
-    prev, best, t = (0.0, f0, s0), None, max(t, line.min_step)
+    prev, best = (0.0, f0, s0), None
     while line.can_try(best):
         cur = line(t)
         sufficient = cur[1] <= f0 + c1 * t * s0
