@@ -235,14 +235,14 @@ class Run:
                            for key, value in evaluate(self.model, self.test, self.precision).items()})
         self.result.evals.append({"step": step, "samples_seen": samples_seen, **scores})
 
-    def record(self, step: int, loss: torch.Tensor, start, end, counts) -> bool:
+    def record(self, step: int, loss: torch.Tensor, start, end, counts, optimizer_said: dict) -> bool:
         """Append a finished step's record; False (and status diverged) if its loss is not finite."""
         records = self.result.records
         last = records[-1] if records else {"samples_seen": 0, "tokens_seen": 0, "items_seen": 0}
         loss = loss.item()
         records.append({"step": step, "loss": loss, "samples_seen": last["samples_seen"] + counts[1],
                         "tokens_seen": last["tokens_seen"] + counts[2], "items_seen": last["items_seen"] + counts[0],
-                        "step_time_s": self.timer.seconds(start, end)})
+                        "step_time_s": self.timer.seconds(start, end), **optimizer_said})
         if math.isfinite(loss):
             return True
         self.result.status = "diverged"
@@ -267,7 +267,7 @@ class Run:
             upcoming = self.next_step_batches() if step < config.steps else None
             if not self.record_pending():
                 return
-            self.pending = (step, loss.detach(), start, end, counts)
+            self.pending = (step, loss.detach(), start, end, counts, self.optimizer_said())
             if upcoming is None:
                 break
             micros, counts = upcoming
@@ -278,6 +278,11 @@ class Run:
         if not self.record_pending():
             return
         self.evaluate_into_result(config.steps, final=True)
+
+    def optimizer_said(self) -> dict:
+        """What the optimizer tells of its last step (CGD: its beta, restarts, evaluations), for the record."""
+        step_record = getattr(self.optimizer, "step_record", None)
+        return step_record() if step_record else {}
 
     def record_pending(self) -> bool:
         """Record the step launched last, if any (also when a later step failed: it finished).
