@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gum_utils import ARCHITECTURES, OPTIMIZERS, STRATEGIES
+from gum_utils import ARCHITECTURES, STRATEGIES, STUDY_OPTIMIZERS
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ def test_smoke_profile_grid_analysis_book_and_browser(tmp_path):
     assert "ok 60" in out and "to run on 2 local worker(s)" in out, out  # a Dask LocalCluster of 2
     runs = book / "runs" / "smoke" / "shared"
     for arch in ARCHITECTURES:
-        assert len(list((runs / arch).glob("[!.]*.ipynb"))) == len(OPTIMIZERS) * len(STRATEGIES)
+        assert len(list((runs / arch).glob("[!.]*.ipynb"))) == len(STUDY_OPTIMIZERS) * len(STRATEGIES)
     # the tuning stages on a subset: the whole smoke sweep would double the test's time
     out = run(*grid, "--stage", "sweep", "tuned", "--arch", "vit", "--optimizer", "sgd", "adam", timeout=600)
     assert "stage sweep finished" in out and "stage tuned finished" in out, out
@@ -41,7 +41,7 @@ def test_smoke_profile_grid_analysis_book_and_browser(tmp_path):
     for arch in ARCHITECTURES:
         assert any(f"architecture-{arch}" in page for page in pages), arch
         tuned_and_swept = 2 * len(STRATEGIES) + 2 * 5 if arch == "vit" else 0
-        assert sum(f"/{arch}/" in page for page in pages) == len(OPTIMIZERS) * len(STRATEGIES) + tuned_and_swept
+        assert sum(f"/{arch}/" in page for page in pages) == len(STUDY_OPTIMIZERS) * len(STRATEGIES) + tuned_and_swept
     vit_page = next(html.rglob("architecture-vit.html")).read_text()
     assert "tuned lr" in vit_page and "Loss by training time" in vit_page
     images = list((html / "_images").glob("*.png"))
