@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .choices import check_choice
 from .results import RunResult, result_files
 
 # The columns that say which run a row belongs to; `run` (the file's path without suffix) is unique.
@@ -30,6 +31,8 @@ CELL_METRICS = {"val_loss": ("val_loss", 1.0), "final_loss": ("final_loss", 1.0)
                 "peak_mib": ("peak_memory_bytes", 2.0**-20), "state_mib": ("mem_total", 2.0**-20),
                 "utilization": ("utilization_percent", 1.0), "mfu_percent": ("mfu", 100.0)}
 BUDGETS = {"samples_seen": "samples_seen", "step": "step", "time": "time_s"}  # budget name -> steps column
+# budget name -> the column of what a row's number had trained on (tables.with_trained_axes)
+TRAINED = {"samples_seen": "samples_trained", "time": "time_trained"}
 # `<optimizer>-<strategy>-s<seed>` in a grid, `<optimizer>-lr<value>-s<seed>` in a sweep (the value may hold "-").
 STEM = re.compile(r"^(?P<optimizer>[a-z]+)-(?:lr(?P<lr>.+)|(?P<strategy>[a-z]+))-s(?P<seed>\d+)$")
 
@@ -111,7 +114,26 @@ def _steps(loaded) -> pd.DataFrame:
     steps = _rows(loaded, "records")
     if not steps.empty:  # wall-clock spent in training steps so far: the "time" budget
         steps["time_s"] = steps.groupby("run")["step_time_s"].cumsum()
+        steps = with_trained_axes(steps, "records")
     return steps
+
+
+def with_trained_axes(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Add the budget a row's number was measured at: samples_trained, time_trained (columns of TRAINED).
+
+    A training record's loss comes from the forward pass BEFORE its step's update, so it reflects the
+    samples and time of the previous records (0 for step 1); an evaluation comes after its step, so
+    it reflects everything up to and including it. Runs with larger batches then meet smaller ones
+    at the point where both have trained on the same samples.
+    """
+    check_choice("kind of table", kind, ("records", "evals"))
+    if frame.empty:
+        return frame.assign(**{column: pd.Series(dtype=float) for column in TRAINED.values()})
+    if kind == "evals":
+        return frame.assign(samples_trained=frame["samples_seen"], time_trained=frame["time_s"])
+    ordered = frame.sort_values(["run", "step"])
+    before = ordered.groupby("run")[["samples_seen", "time_s"]].shift(1).fillna(0.0)
+    return ordered.assign(samples_trained=before["samples_seen"], time_trained=before["time_s"])
 
 
 def steps_table(root) -> pd.DataFrame:
@@ -124,7 +146,7 @@ def _evals(loaded, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     steps = _steps(loaded) if steps is None else steps
     if evals.empty or steps.empty:
         return evals.assign(time_s=pd.Series(dtype=float))
-    return evals.merge(steps[["run", "step", "time_s"]], on=["run", "step"], how="left")
+    return with_trained_axes(evals.merge(steps[["run", "step", "time_s"]], on=["run", "step"], how="left"), "evals")
 
 
 def evals_table(root) -> pd.DataFrame:
