@@ -15,7 +15,8 @@ from gum_utils.results import RunResult
 
 def write_run(root, arch="vit", optimizer="adam", strategy="standard", seed=0, losses=(2.0, 1.5, 1.0),
               batch_size=4, status="ok", regime="shared", profile="cpu", val_loss=None, step_time_s=0.1,
-              cpu_percent=50.0, gpu_percent=None, activations=1000, peak=10**6, stem=None, lr=0.001):
+              cpu_percent=50.0, gpu_percent=None, activations=1000, peak=10**6, stem=None, lr=0.001,
+              tensor_peak=None):
     """A result file as the grid writes it; losses per step (None = non-finite)."""
     records = [{"step": i + 1, "loss": loss, "samples_seen": batch_size * (i + 1), "tokens_seen": 0,
                 "items_seen": batch_size * (i + 1), "step_time_s": step_time_s} for i, loss in enumerate(losses)]
@@ -31,7 +32,7 @@ def write_run(root, arch="vit", optimizer="adam", strategy="standard", seed=0, l
         status=status, error=None if ok else "boom",
         records=records if recorded else [], evals=[evaluation] if ok else [],
         summary={"lr": lr, "final_loss": losses[-1], "val_loss": final, "mean_step_time_s": step_time_s,
-                 "peak_memory_bytes": peak} if ok else {},
+                 "peak_memory_bytes": peak, "peak_rss_bytes": peak, "cpu_tensor_peak_bytes": tensor_peak} if ok else {},
         memory={"params": 100, "grads": 100, "optimizer_state": 200, "activations": activations},
         utilization={"device": "gpu" if gpu_percent is not None else "cpu", "mean_cpu_percent": cpu_percent,
                      "mean_gpu_util_percent": gpu_percent, "energy_j": None,
