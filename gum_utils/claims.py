@@ -117,8 +117,7 @@ def _note(frame: pd.DataFrame, result: dict, *extra: str, left_out=None) -> str:
 def _row(claim, group, comparison, view, measured, numbers, unit, result, decided, paper, note) -> dict:
     """One comparison; its p-value is the test's (or the interval's), adjusted later with its family."""
     estimate, low, high = numbers
-    p = result.get("p_value", math.nan)
-    p = p_from_interval(result) if not np.isfinite(p) and "mean" in result else p
+    p = result["p_value"] if "p_value" in result else p_from_interval(result) if "mean" in result else math.nan
     return dict(zip(COLUMNS, [claim, group.get("regime"), group.get("arch", "all"), comparison, view, measured,
                               estimate, low, high, unit, result["n"], p, math.nan, 0, decided, paper, note]))
 
@@ -390,3 +389,39 @@ def check_claims(runs_df, steps_df, evals_df) -> pd.DataFrame:
     return pd.concat([accumulation_lowers_loss(steps_df), accumulation_memory(runs_df), adam_not_always_best(evals_df),
                       checkpointing_effects(runs_df, steps_df), utilization_by_architecture(runs_df)],
                      ignore_index=True)
+
+
+def _headline(rows: pd.DataFrame) -> pd.Series:
+    """The row a finding quotes: the claim's first statement in its first view (the paper's), the one with
+    the strongest evidence there (smallest adjusted p); every other row is in the tables below."""
+    first = rows[(rows["claim"] == rows["claim"].iloc[0]) & (rows["budget_view"] == rows["budget_view"].iloc[0])]
+    return first.loc[first["p_adjusted"].fillna(np.inf).idxmin()] if len(first) else rows.iloc[0]
+
+
+def _tally(rows: pd.DataFrame) -> str:
+    counts = rows["verdict"].value_counts()
+    said = [f"{counts.get(name, 0)} {name}" for name in (HOLDS, DOES_NOT_HOLD, IDENTICAL) if counts.get(name, 0)]
+    undecided = len(rows) - sum(counts.get(name, 0) for name in (HOLDS, DOES_NOT_HOLD, IDENTICAL))
+    return ", ".join(said + ([f"{undecided} undecided or not checkable"] if undecided else [])) or "none"
+
+
+def finding(table: pd.DataFrame, letter: str) -> str:
+    """One sentence per claim of the paper: what it says, what this run measured, how the family came out."""
+    rows = table[table["claim"].str.startswith(letter) & ~table["claim"].str.endswith("(anywhere)")]
+    says = f"**{letter}** The paper says {PAPER_SAYS[letter]}."
+    if rows.empty:
+        return says + " This run holds no pair of runs that this claim compares."
+    top = _headline(rows)
+    effect = (f"{_num(top['estimate'])} [95% CI {_num(top['low'])}, {_num(top['high'])}] {top['unit']}"
+              if np.isfinite(top["low"]) else f"{_num(top['estimate'])} {top['unit']} (no interval)")
+    sizes = ", ".join(str(int(size)) for size in sorted(rows["family_size"].unique()))
+    holding = int((rows["verdict"] == HOLDS).sum())
+    return (f"{says} Measured ({top['budget_view']}, {top['arch']}, regime {top['regime']}): {effect}, verdict "
+            f"*{top['verdict']}* (adjusted p = {_num(top['p_adjusted'], '.2g')}). Over all its {len(rows)} "
+            f"comparisons, it holds in {holding} after Holm correction ({_tally(rows)}; families of {sizes} "
+            f"comparisons per claim and regime).")
+
+
+def findings(table: pd.DataFrame) -> list[str]:
+    """finding() for each of the paper's claims, in the paper's order."""
+    return [finding(table, letter) for letter in PAPER_SAYS]

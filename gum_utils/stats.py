@@ -71,11 +71,14 @@ def paired_difference(a, b, confidence: float = 0.95) -> dict:
 
 
 def _paired_p(differences: np.ndarray) -> float:
-    """The paired t-test's two-sided p-value (NaN for fewer than 2 pairs or zero spread: no test)."""
+    """The paired t-test's two-sided p-value; NaN for fewer than 2 pairs (no test). Zero spread is the
+    limit of the test: 0 for a nonzero difference, 1 for none."""
     n = len(differences)
-    spread = differences.std(ddof=1) if n >= 2 else 0.0
-    if n < 2 or spread == 0:
+    if n < 2:
         return math.nan
+    spread = differences.std(ddof=1)
+    if spread == 0:
+        return 0.0 if differences.mean() != 0 else 1.0
     return float(2 * st.t.sf(abs(differences.mean()) / (spread / math.sqrt(n)), n - 1))
 
 

@@ -200,3 +200,14 @@ def test_the_tuned_regime_is_judged_on_the_test_split():
     assert (rows.loc["tuned", "verdict"] == HOLDS).all() and rows.loc["tuned", "measured"].str.contains("test").all()
     assert (rows.loc["shared", "verdict"] == DOES_NOT_HOLD).all()
     assert rows.loc["shared", "measured"].str.contains("validation loss").all()
+
+
+def test_findings_say_the_claim_the_measurement_and_the_family_count(halved):
+    table = claims.check_claims(*halved)
+    sentences = claims.findings(table)
+    assert len(sentences) == len(claims.PAPER_SAYS)
+    accumulation = sentences[0]
+    assert accumulation.startswith("**(a)** The paper says gradient accumulation lowers the training loss")
+    # llama at equal steps: standard/accumulation exactly 2 for every pair; 6 of the 9 (a) comparisons hold
+    assert "Measured (equal steps, llama, regime shared): 2 [95% CI 2, 2]" in accumulation
+    assert "*holds*" in accumulation and "holds in 6 after Holm correction" in accumulation
