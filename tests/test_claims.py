@@ -211,3 +211,15 @@ def test_findings_say_the_claim_the_measurement_and_the_family_count(halved):
     # llama at equal steps: standard/accumulation exactly 2 for every pair; 6 of the 9 (a) comparisons hold
     assert "Measured (equal steps, llama, regime shared): 2 [95% CI 2, 2]" in accumulation
     assert "*holds*" in accumulation and "holds in 6 after Holm correction" in accumulation
+
+
+def test_the_methods_page_states_the_alignment_and_tolerance_the_code_uses():
+    import re
+    from pathlib import Path
+
+    from gum_utils.stats import FLOAT_TOLERANCE
+    methods = (Path(__file__).resolve().parent.parent / "book" / "methods.md").read_text()
+    assert f"mean of its last {claims.LOSS_WINDOW} records" in methods
+    assert f"the last {claims.BUDGET_FRACTION * 100:g} %" in methods
+    assert float(re.search(r"relative difference below ([0-9.e-]+),", methods).group(1)) == FLOAT_TOLERANCE
+    assert "Holm-Bonferroni" in methods and "held-out test split" in methods
