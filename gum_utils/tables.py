@@ -233,8 +233,11 @@ def _read_interval(segments: pd.DataFrame, fraction: float) -> pd.DataFrame:
     piece = (end - start).clip(lower=0).fillna(0)
     area = piece * (_linear(segments, start) + _linear(segments, end)) / 2
     per_run = segments.assign(area=area.where(piece > 0, 0.0), low=low).groupby("run").agg(
-        area=("area", "sum"), first=("x1", "min"), last=("x1", "max"), low=("low", "first"), high=("budget_value", "first"))
-    covered = (per_run["first"] <= per_run["low"]) & (per_run["last"] >= per_run["high"]) & (per_run["high"] > per_run["low"])
+        area=("area", "sum"), first=("x1", "min"), last=("x1", "max"), low=("low", "first"),
+        high=("budget_value", "first"))
+    # a run counts only if its curve spans the whole interval (no extrapolation)
+    covered = ((per_run["first"] <= per_run["low"]) & (per_run["last"] >= per_run["high"])
+               & (per_run["high"] > per_run["low"]))
     point = _read_point(segments)
     if fraction == 0:
         return point

@@ -6,6 +6,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -136,7 +137,7 @@ def test_empty_root_gives_empty_tables(tmp_path):
 
 @pytest.mark.parametrize("module", ["tables", "stats", "plots", "claims"])
 def test_analysis_imports_no_torch(module):
-    check = f"import sys, gum_utils.{module}; sys.exit(any(m in sys.modules for m in ('torch', 'transformers')))"
+    check = f"import sys, gum_utils.{module}; sys.exit(any(m in sys.modules for m in ('torch', 'transformers', 'dask')))"
     assert subprocess.run([sys.executable, "-c", check]).returncode == 0
 
 
@@ -151,3 +152,19 @@ def test_cell_summary_gives_mean_and_interval_over_the_seeds(tmp_path):
     assert summary["step_ms"] == pytest.approx(20.0)
     shown = tables.with_intervals(tables.cell_summary(tables.runs_table(tmp_path)), ["val_loss"]).iloc[0]
     assert shown["val_loss"] == f"2 [{2 - half:.3g}, {2 + half:.3g}]" and "val_loss_low" not in shown
+
+
+def test_interval_mean_is_the_integral_over_the_common_budget_and_never_extrapolates():
+    import synthetic_tables as synthetic
+
+    runs = synthetic.run_grid(optimizers=("adam",), strategies=("standard", "accumulation"), seeds=(0,))
+    steps = synthetic.steps_frame(runs, steps=10, curve=lambda s: 100.0 - np.asarray(s, dtype=float))
+    mean = tables.over_budget_interval(steps, "samples_seen", fraction=0.5).set_index("strategy")
+    # standard trained on at most 36 samples before its last step: the budget; a straight line's mean
+    # over samples 18-36 is its value at 27, whatever the spacing of the records
+    assert (mean["budget_value"] == 36).all() and mean["loss"].tolist() == pytest.approx([73.0, 73.0])
+    point = tables.at_budget_point(steps, "samples_seen", value=30).set_index("strategy")
+    assert point.loc["accumulation", "loss"] == pytest.approx(70.0)  # between its records at 16 and 32 samples
+    assert point.loc["accumulation", "at_step"] == pytest.approx(1 + 30 / 16)
+    beyond = tables.at_budget_point(steps, "samples_seen", value=100).set_index("strategy")
+    assert np.isnan(beyond.loc["standard", "loss"]) and beyond.loc["accumulation", "loss"] == pytest.approx(0.0)
