@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from test_tables import write_grid, write_run  # noqa: E402
 
-from gum_utils import OPTIMIZERS  # noqa: E402
+from gum_utils import STUDY_OPTIMIZERS as OPTIMIZERS  # noqa: E402
 from gum_utils.report import plots, tables  # noqa: E402
 
 

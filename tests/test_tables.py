@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gum_utils import OPTIMIZERS, STRATEGIES
+from gum_utils import STRATEGIES, STUDY_OPTIMIZERS
 from gum_utils.report import tables
 from gum_utils.core.results import RunResult
 
@@ -44,7 +44,7 @@ def write_run(root, arch="vit", optimizer="adam", strategy="standard", seed=0, l
     return result.to_json(root / profile / regime / arch / f"{stem}.json")
 
 
-def write_grid(root, cell=lambda **key: {}, archs=("vit",), optimizers=OPTIMIZERS, strategies=STRATEGIES,
+def write_grid(root, cell=lambda **key: {}, archs=("vit",), optimizers=STUDY_OPTIMIZERS, strategies=STRATEGIES,
                seeds=(0, 1, 2), steps=4):
     """A whole grid; cell(arch=, optimizer=, strategy=, seed=) returns write_run overrides, and "level"
     (the last loss; earlier steps are higher by 10 % a step)."""
