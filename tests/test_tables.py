@@ -163,3 +163,18 @@ def test_interval_mean_is_the_integral_over_the_common_budget_and_never_extrapol
     assert point.loc["accumulation", "at_step"] == pytest.approx(1 + 30 / 16)
     beyond = tables.at_budget_point(steps, "samples_seen", value=100).set_index("strategy")
     assert np.isnan(beyond.loc["standard", "loss"]) and beyond.loc["accumulation", "loss"] == pytest.approx(0.0)
+
+
+def test_cgd_behaviour_summarises_its_step_records():
+    records = [dict(beta=None, restarted=True, restart_reason="first step", line_search_stalled=False, n_evals=1),
+               dict(beta=0.5, restarted=False, restart_reason=None, line_search_stalled=False, n_evals=1),
+               dict(beta=3.0, restarted=False, restart_reason=None, line_search_stalled=False, n_evals=1),
+               dict(beta=None, restarted=True, restart_reason="negative beta", line_search_stalled=True, n_evals=4),
+               dict(beta=1.5, restarted=False, restart_reason=None, line_search_stalled=False, n_evals=2),
+               dict(beta=0.9, restarted=False, restart_reason=None, line_search_stalled=True, n_evals=3)]
+    steps = pd.DataFrame(records).assign(regime="shared", arch="vit", optimizer="cgd")
+    row = tables.cgd_behaviour(steps).iloc[0]
+    assert (row["steps"], row["n_beta"], row["beta_median"], row["beta_max"]) == (6, 4, 1.2, 3.0)
+    assert row["beta_share_above_1"] == 0.5 and row["n_stalled"] == 2 and row["mean_evals"] == 2
+    assert row["restarts"] == "first step 1, negative beta 1"
+    assert tables.cgd_behaviour(steps.drop(columns=["restarted"])).empty  # runs of other optimizers record none

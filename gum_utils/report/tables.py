@@ -86,7 +86,7 @@ def _run_row(identity: dict, result: RunResult, relative: Path) -> dict:
 def _numeric(frame: pd.DataFrame, skip=()) -> pd.DataFrame:
     """JSON nulls arrive as None; make every measured column a float so means and plots work."""
     text = {"run", "profile", "regime", "arch", "optimizer", "strategy", "status", "error", "device", "path", "dtype",
-            "data", "parallel", *skip}
+            "data", "parallel", "restart_reason", *skip}
     for column in frame.columns.difference(list(text)):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
@@ -286,6 +286,31 @@ def over_budget_interval(frame: pd.DataFrame, budget: str = "samples_seen", metr
     limits = _common_budget(frame, axis, metric, by, value)
     measured = _read_runs(frame, axis, metric, limits, by, fraction)
     return _aligned(frame, budget, by, measured, limits).assign(budget_low=lambda d: (1 - fraction) * d["budget_value"])
+
+
+CGD_BEHAVIOUR = ["steps", "n_beta", "beta_median", "beta_max", "beta_share_above_1", "restarts", "n_stalled",
+                 "mean_evals"]
+
+
+def cgd_behaviour(steps_df: pd.DataFrame, by=("regime", "arch")) -> pd.DataFrame:
+    """What CGD did step by step, per group of `by`, from the records of its runs (CGD.step_record): how
+    many steps used a beta, its median, largest value and share above 1 (a beta above 1 lengthens the
+    previous direction: momentum that grows), restarts by reason, stalled line searches, closure calls."""
+    by = list(by)
+    if "restarted" not in steps_df:
+        return pd.DataFrame(columns=by + CGD_BEHAVIOUR)
+    rows = []
+    for key, part in steps_df[steps_df["restarted"].notna()].groupby(by):
+        betas = part["beta"].dropna()
+        reasons = part.loc[part["restarted"].astype(bool), "restart_reason"].value_counts()
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "steps": len(part),
+                     "n_beta": len(betas), "beta_median": betas.median() if len(betas) else None,
+                     "beta_max": betas.max() if len(betas) else None,
+                     "beta_share_above_1": (betas > 1).mean() if len(betas) else None,
+                     "restarts": ", ".join(f"{reason} {count}" for reason, count in reasons.items()),
+                     "n_stalled": int(part["line_search_stalled"].astype(bool).sum()),
+                     "mean_evals": part["n_evals"].mean()})
+    return pd.DataFrame(rows, columns=by + CGD_BEHAVIOUR)
 
 
 def cell_summary(runs_df: pd.DataFrame, keys=CELL, metrics=tuple(CELL_METRICS)) -> pd.DataFrame:
