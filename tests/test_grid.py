@@ -28,7 +28,7 @@ def run_notebook(tmp_path, **parameters):
 
 @pytest.mark.parametrize("parameters, message", [
     ({"lrr": 0.1}, "unknown notebook parameter 'lrr' \\(did you mean 'lr'\\?\\)"),
-    ({"optimizer": "adamw"}, "unknown optimizer 'adamw'.*valid choices: sgd, adam, adagrad, adadelta, cgd"),
+    ({"optimizer": "lion"}, "unknown optimizer 'lion'.*valid choices: sgd, adam, adagrad, adadelta, cgd, adamw"),
     ({"strategy": "accumulation", "micro_batch_size": 3}, "must divide batch_size"),
 ])
 def test_a_bad_notebook_parameter_fails_with_a_clear_message(tmp_path, parameters, message):
