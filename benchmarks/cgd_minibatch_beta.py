@@ -11,9 +11,11 @@ forward/backward per step) and the final training losses of both.
 import argparse
 import statistics
 
+import pandas as pd
+
 from gum_utils.core.config import RunConfig
 from gum_utils.core.run import train
-from gum_utils.optim.cgd import summarize_step_records
+from gum_utils.report.tables import cgd_behaviour
 
 
 def main():
@@ -28,7 +30,9 @@ def main():
         result = train(config)
         seconds = statistics.median(r["step_time_s"] for r in result.records)
         last = [r["loss"] for r in result.records[-10:]]
-        print(f"{args.arch} cgd {options or 'default'}: {result.status}; {summarize_step_records(result.records)}; "
+        steps = pd.DataFrame(result.records).assign(regime="-", arch=args.arch)
+        behaviour = cgd_behaviour(steps).drop(columns=["regime", "arch"]).iloc[0].to_dict()
+        print(f"{args.arch} cgd {options or 'default'}: {result.status}; {behaviour}; "
               f"median step {seconds:.3f} s; mean loss of the last 10 steps {statistics.mean(last):.3f}")
 
 

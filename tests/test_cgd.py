@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.optimize import minimize, rosen, rosen_der
 
-from gum_utils.optim.cgd import CGD, summarize_step_records
+from gum_utils.optim.cgd import CGD
 
 BETAS = ("pr+", "fr", "hs", "dy")
 N = 20
@@ -517,17 +517,3 @@ def test_same_batch_y_needs_a_closure():
     p.grad = torch.ones(2)
     with pytest.raises(ValueError, match="closure"):
         optimizer.step()
-
-
-def test_summarize_step_records():
-    records = [dict(beta=None, restarted=True, restart_reason="first step", line_search_stalled=False, n_evals=1),
-               dict(beta=0.5, restarted=False, restart_reason=None, line_search_stalled=False, n_evals=1),
-               dict(beta=3.0, restarted=False, restart_reason=None, line_search_stalled=False, n_evals=1),
-               dict(beta=None, restarted=True, restart_reason="negative beta", line_search_stalled=True, n_evals=4),
-               dict(beta=1.5, restarted=False, restart_reason=None, line_search_stalled=False, n_evals=2),
-               dict(beta=0.9, restarted=False, restart_reason=None, line_search_stalled=True, n_evals=3)]
-    assert summarize_step_records(records) == dict(
-        steps=6, n_beta=4, beta_median=1.2, beta_max=3.0, beta_share_above_1=0.5,
-        restarts={"first step": 1, "negative beta": 1}, n_stalled=2, mean_evals=2)
-    assert summarize_step_records(records[:3])["beta_median"] == 1.75  # 0.5, 3.0: the middle two
-    assert summarize_step_records(records[:1])["beta_median"] is None

@@ -12,7 +12,6 @@ DTensor shards) the dot products and norms combine the ranks' parts, so every ra
 """
 
 import math
-import statistics
 import weakref
 from functools import reduce
 
@@ -489,20 +488,3 @@ def _is_int(x) -> bool:
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def summarize_step_records(records) -> dict:
-    """The distribution of what CGD did over a run's step records (CGD.step_record() dicts):
-    how many steps used a beta, its median, largest value and share above 1 (beta > 1 lengthens
-    the previous direction: momentum that grows), restarts by reason, stalled line searches, and
-    closure calls per step."""
-    betas = sorted(r["beta"] for r in records if r["beta"] is not None)
-    reasons = {}
-    for r in records:
-        if r["restarted"]:
-            reasons[r["restart_reason"]] = reasons.get(r["restart_reason"], 0) + 1
-    return dict(steps=len(records), n_beta=len(betas), beta_median=statistics.median(betas) if betas else None,
-                beta_max=betas[-1] if betas else None,
-                beta_share_above_1=sum(b > 1 for b in betas) / len(betas) if betas else None,
-                restarts=reasons, n_stalled=sum(bool(r["line_search_stalled"]) for r in records),
-                mean_evals=statistics.mean(r["n_evals"] for r in records) if records else None)
