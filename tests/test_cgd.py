@@ -271,6 +271,8 @@ def test_state_dict_round_trip():
     (dict(restart_every=2.5), "restart_every"),
     (dict(max_evals=1), "max_evals"),
     (dict(tolerance_grad=-1.0), "tolerance_grad"),
+    (dict(same_batch_y=1), "same_batch_y"),
+    (dict(same_batch_y=True, line_search="armijo"), "same_batch_y"),
 ])
 def test_bad_arguments_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -366,3 +368,152 @@ def test_fixed_step_trains_linear_regression():
     losses = [float(optimizer.step(closure).detach()) for _ in range(50)]
     print(f"linear regression: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     assert losses[-1] < 0.1 * losses[0]
+
+
+# --- 9. float resolution: an ill-conditioned quadratic (kappa = 1e4, n = 50) -------------------------
+
+KAPPA_N, GTOL = 50, 1e-4
+
+
+def ill_conditioned_run(dtype, max_steps, stop_at_gtol=False):
+    """Strong-Wolfe PR+ CGD from x = 0; per step (gradient norm, step record)."""
+    a, b = spd_problem(n=KAPPA_N, log10_condition=4.0)
+    x = torch.zeros(KAPPA_N, dtype=dtype, requires_grad=True)
+    optimizer = CGD([x], line_search="strong_wolfe")
+    at, bt = torch.tensor(a, dtype=dtype), torch.tensor(b, dtype=dtype)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = 0.5 * x @ at @ x - bt @ x
+        loss.backward()
+        return loss
+
+    history = []
+    for _ in range(max_steps):
+        optimizer.step(closure)
+        history.append((float(x.grad.norm()), optimizer.step_record()))
+        if stop_at_gtol and history[-1][0] <= GTOL:
+            break
+    return history, optimizer, (a, b)
+
+
+def test_ill_conditioned_float64_keeps_pace_with_scipy():
+    history, _, (a, b) = ill_conditioned_run(torch.float64, max_steps=2000, stop_at_gtol=True)
+    reference = minimize(lambda v: 0.5 * v @ a @ v - b @ v, np.zeros(KAPPA_N), jac=lambda v: a @ v - b,
+                         method="CG", options=dict(gtol=GTOL, norm=2, maxiter=10_000))
+    assert reference.success
+    print(f"kappa 1e4 float64: ours {len(history)} steps, scipy {reference.nit}")
+    assert history[-1][0] <= GTOL and len(history) <= 1.1 * reference.nit
+
+
+def test_ill_conditioned_float32_stalls_without_wasting_evaluations():
+    # float32 cannot resolve this problem's line searches from about step 200 on (gradient norm
+    # ~0.2): each search used to spend all max_evals = 25 evaluations narrowing its bracket to 1e-15.
+    history, optimizer, _ = ill_conditioned_run(torch.float32, max_steps=500)
+    tail = [record for _, record in history[-100:]]
+    print(f"kappa 1e4 float32: gradient norm {history[-1][0]:.3g}, "
+          f"{np.mean([r['n_evals'] for r in tail]):.2f} evals/step over the last 100 steps")
+    assert history[-1][0] > 1e-2  # the stall is float32's: no search gets below it
+    assert np.mean([r["n_evals"] for r in tail]) <= 5
+    stalled = [record["line_search_stalled"] for _, record in history]
+    assert sum(stalled) == optimizer.stats["n_stalled"] and sum(stalled[-100:]) >= 90
+    assert all(r["restarted"] and r["beta"] is None for r, s in zip(tail[1:], stalled[-100:-1]) if s)
+
+
+# --- 10. the per-step record ------------------------------------------------------------------------
+
+def test_step_record_beta_and_restarts_by_hand():
+    # PR+: beta = g.(g - g_prev) / |g_prev|^2, exact in binary for these gradients:
+    # (1,1).(0,1)/1 = 1; (0,2).(-1,1)/2 = 1; (1,0).(1,-2)/4 = 0.25; (.5,0).(-.5,0)/1 < 0: restart.
+    p = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    optimizer = CGD([p], beta="pr+", restart_every=100)
+    gradients = [[1.0, 0.0], [1.0, 1.0], [0.0, 2.0], [1.0, 0.0], [0.5, 0.0]]
+    records = []
+    for g in gradients:
+        hand_step(optimizer, p, g)
+        records.append(optimizer.step_record())
+    assert [r["beta"] for r in records] == [None, 1.0, 1.0, 0.25, None]
+    assert [r["restart_reason"] for r in records] == ["first step", None, None, None, "negative beta"]
+    assert [r["restarted"] for r in records] == [True, False, False, False, True]
+    assert all(r["n_evals"] == 0 and r["line_search_stalled"] is False for r in records)
+    assert optimizer.stats["n_restarts"] == 1 and optimizer.stats["n_stalled"] == 0
+
+
+def test_step_record_of_a_step_stopped_by_the_gradient_tolerance():
+    p = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    optimizer = CGD([p], beta="fr", tolerance_grad=1e-6)
+    hand_step(optimizer, p, [1.0, 1.0])
+    hand_step(optimizer, p, [1.0, 1.0])
+    assert optimizer.step_record()["beta"] == 1.0
+    hand_step(optimizer, p, [1e-7, 0.0])  # no update: neither a beta nor a restart
+    assert optimizer.step_record() == dict(beta=None, restarted=False, restart_reason=None, n_evals=0,
+                                           line_search_stalled=False)
+
+
+def test_state_dict_from_before_the_step_record_loads():
+    p = torch.zeros(2, requires_grad=True)
+    optimizer = CGD([p], beta="fr")
+    hand_step_float32 = torch.tensor([1.0, 2.0])
+    p.grad = hand_step_float32
+    optimizer.step()
+    saved = optimizer.state_dict()
+    for key in ("beta", "n_stalled", "line_search_stalled"):  # the keys this record added
+        del saved["state"]["global"][key]
+    twin = CGD([p.detach().clone().requires_grad_()], beta="fr")
+    twin.load_state_dict(saved)
+    assert twin.stats["n_stalled"] == 0 and twin.step_record()["beta"] is None
+
+
+# --- 11. same_batch_y: y from one batch (fixed step) --------------------------------------------------
+
+def least_squares_closure(x, optimizer, rows, targets):
+    def closure():
+        optimizer.zero_grad()
+        loss = 0.5 * torch.sum((rows @ x - targets) ** 2)
+        loss.backward()
+        return loss
+
+    return closure
+
+
+def test_same_batch_y_takes_both_gradients_on_the_new_batch():
+    rng = np.random.default_rng(8)
+    batches = [(rng.standard_normal((6, 4)), rng.standard_normal(6)) for _ in range(2)]
+    lr, x0 = 0.1, rng.standard_normal(4)
+    x = torch.tensor(x0, requires_grad=True)
+    optimizer = CGD([x], lr=lr, beta="pr+", same_batch_y=True, restart_every=100)
+    for a, b in batches:
+        optimizer.step(least_squares_closure(x, optimizer, torch.tensor(a), torch.tensor(b)))
+    # By hand: step 1 on batch 1 from x0; step 2's y compares batch 2's gradients at x1 and at x0.
+    gradient = [lambda v, a=a, b=b: a.T @ (a @ v - b) for a, b in batches]
+    d1 = -gradient[0](x0)
+    x1 = x0 + lr * d1
+    g, g_prev = gradient[1](x1), gradient[1](x0)
+    beta = g @ (g - g_prev) / (g_prev @ g_prev)
+    assert beta > 0 and g @ (-g + beta * d1) < 0  # guards the test: no restart
+    record = optimizer.step_record()
+    assert record["beta"] == pytest.approx(beta, rel=1e-12) and record["n_evals"] == 2
+    np.testing.assert_allclose(x.detach().numpy(), x1 + lr * (-g + beta * d1), rtol=1e-12, atol=1e-14)
+
+
+def test_same_batch_y_on_one_batch_is_the_default():
+    # With one batch every step, g_prev on "this batch" is the stored g_prev: same iterates.
+    a, b = spd_problem()
+    rows, targets = torch.tensor(a), torch.tensor(b)
+    iterates = []
+    for same_batch_y in (False, True):
+        x = torch.zeros(N, dtype=torch.float64, requires_grad=True)
+        optimizer = CGD([x], lr=0.01, same_batch_y=same_batch_y)
+        closure = least_squares_closure(x, optimizer, rows, targets)
+        for _ in range(10):
+            optimizer.step(closure)
+        iterates.append(x.detach().clone())
+    torch.testing.assert_close(iterates[1], iterates[0], rtol=1e-9, atol=1e-12)
+
+
+def test_same_batch_y_needs_a_closure():
+    p = torch.zeros(2, requires_grad=True)
+    optimizer = CGD([p], same_batch_y=True)
+    p.grad = torch.ones(2)
+    with pytest.raises(ValueError, match="closure"):
+        optimizer.step()

@@ -58,7 +58,7 @@ def test_batch_shapes_and_dtypes(arch):
 def test_vit_paper_shape_and_normalisation():
     shape = DataShape(224, 3)
     x = load_split("vit", "val", shape)["pixel_values"]
-    assert x.shape == (600, 3, 224, 224) and x.dtype == torch.float32
+    assert x.shape == (300, 3, 224, 224) and x.dtype == torch.float32
     assert torch.equal(x[:, 0], x[:, 2])  # grey replicated
     b = first("vit", "val", shape, batch_size=4)
     assert b["pixel_values"].shape == (4, 3, 224, 224) and b["pixel_values"].is_contiguous()
@@ -176,12 +176,13 @@ def test_train_and_val_are_disjoint():
     assert len(tr) == 3000 and len(va) == 600
     assert not {x.tobytes() for x in tr} & {x.tobytes() for x in va}
     for arch in ("vit", "nanovlm"):
-        sizes = {s: len(load_split(arch, s, TINY[arch])["labels"]) for s in E.SPLITS}
-        assert sizes == {"train": 3000, "val": 600}
+        sizes = {s: len(load_split(arch, s, TINY[arch])["labels"]) for s in ("train", "val", "test")}
+        assert sizes == {"train": 3000, "val": 300, "test": 300}
     # Text: val is the end of the novel; no chunk of it occurs in train.
     train = {tuple(r) for r in load_split("llama", "train", TINY["llama"])["input_ids"].tolist()}
-    val = [tuple(r) for r in load_split("llama", "val", TINY["llama"])["input_ids"].tolist()]
-    assert len(val) > 300 and not train & set(val)
+    val, test = ([tuple(r) for r in load_split("llama", split, TINY["llama"])["input_ids"].tolist()]
+                 for split in ("val", "test"))
+    assert len(val) > 200 and len(test) > 200 and not train & set(val) and not train & set(test)
     assert E._paragraphs("train")[-1] != E._paragraphs("val")[0]
     shared = set(E._paragraphs("val")) & set(E._paragraphs("train"))
     assert shared <= {"* * * * *"}  # only the section-break line recurs
@@ -276,3 +277,15 @@ def test_a_streams_host_side_counts_equal_the_batch_counted(arch):
     for _ in range(3):
         batch = next(stream)
         assert stream.last_counts == (B.count_items(batch), 5, B.count_tokens(batch))
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_val_and_test_are_the_two_halves_of_the_held_out_data(arch):
+    """Tuning reads val, the verdicts test: disjoint rows, together the whole held-out split, val first."""
+    spec = architecture(arch)
+    whole = spec.held_out(spec.clean_split("val", TINY[arch]))
+    val, test = (load_split(arch, split, TINY[arch]) for split in ("val", "test"))
+    for key in whole:
+        assert torch.equal(torch.cat([val[key], test[key]]), whole[key])
+    assert len(val["input_ids" if "input_ids" in val else "labels"]) - len(test["input_ids" if "input_ids" in test
+                                                                                else "labels"]) in (0, 1)

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from test_tables import write_grid, write_run  # noqa: E402
 
-from gum_utils import OPTIMIZERS  # noqa: E402
+from gum_utils import STUDY_OPTIMIZERS as OPTIMIZERS  # noqa: E402
 from gum_utils.report import plots, tables  # noqa: E402
 
 
@@ -119,3 +119,24 @@ def test_an_architecture_whose_runs_all_failed_shows_its_failures(tmp_path):
         fig = plots.loss_curves(steps, evals, arch="vit", x=x, runs_df=runs)
         assert "adam/standard/s0: error" in _texts(fig) and "sgd/standard/s0: error" in _texts(fig)
     assert [ax.get_title() for ax in plots.loss_curves(steps, evals, arch="vit").axes] == ["no step recorded"]
+
+
+def test_equal_samples_curves_put_every_strategy_on_one_samples_axis(grid):
+    fig = plots.equal_samples_curves(grid["steps"], "vit")
+    optimizers = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in optimizers] == list(OPTIMIZERS)
+    # standard (batch 4) trained on 12 samples before its last step: every strategy is cut there
+    adam = optimizers[OPTIMIZERS.index("adam")]
+    assert len(adam.lines) == 3 and max(line.get_xdata().max() for line in adam.lines) <= 12
+    assert len({ax.get_xlim() for ax in optimizers}) == 1  # one shared axis
+    cgd = optimizers[OPTIMIZERS.index("cgd")]
+    assert len(cgd.lines) == 2  # its accumulation cell diverged: no line, not a wrong one
+
+
+def test_memory_figure_shows_the_tensor_peak_where_runs_recorded_it(tmp_path):
+    for strategy, tensors in (("standard", 40 * 2**20), ("accumulation", 10 * 2**20)):
+        write_run(tmp_path, strategy=strategy, peak=800 * 2**20, tensor_peak=tensors)
+    fig = plots.memory_figure(tables.runs_table(tmp_path), "vit")
+    peak = fig.axes[0]
+    assert "live tensors" in peak.get_title()
+    assert sorted(bar.get_height() for bar in peak.patches) == pytest.approx([10, 40])  # MiB, not the 800 of RSS

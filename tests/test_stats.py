@@ -8,7 +8,7 @@ import pytest
 from scipy import stats as st
 
 from gum_utils.report import stats
-from gum_utils.report.stats import DOES_NOT_HOLD, HOLDS, NOT_DISTINGUISHABLE
+from gum_utils.report.stats import DOES_NOT_HOLD, HOLDS, IDENTICAL, NOT_DISTINGUISHABLE
 
 
 def test_mean_ci_is_the_t_interval():
@@ -35,10 +35,46 @@ def test_known_mean_difference_holds():
     assert stats.verdict(diff, "different") == HOLDS
 
 
-def test_identical_samples_are_not_distinguishable():
+def test_bit_identical_pairs_are_identical_not_undecided():
     diff = stats.paired_difference([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
-    assert diff["mean"] == 0 and stats.verdict(diff, "lower") == NOT_DISTINGUISHABLE
-    assert stats.verdict(diff, "different") == NOT_DISTINGUISHABLE
+    assert diff["mean"] == 0 and diff["relative_gap"] == 0
+    assert stats.verdict(diff, "lower") == IDENTICAL and stats.verdict(diff, "different") == IDENTICAL
+    one_seed = stats.paired_difference([2.5], [2.5])  # no interval, yet more seeds cannot separate them
+    assert one_seed["n"] == 1 and stats.verdict(one_seed, "higher") == IDENTICAL
+
+
+def test_identical_needs_every_pair_within_the_tolerance():
+    close = stats.paired_difference([1.0, 2.0, 3.0], [1.0 + 5e-7, 2.0, 3.0])  # relative 5e-7
+    assert close["relative_gap"] == pytest.approx(5e-7 / (1 + 5e-7)) and stats.verdict(close) == IDENTICAL
+    apart = stats.paired_difference([1.0, 2.0, 3.0], [1.0 + 1e-4, 2.0, 3.0 - 1e-4])  # real, if tiny, spread
+    assert stats.verdict(apart) == NOT_DISTINGUISHABLE
+    # a threshold test on identical sides is decided by its interval, never called identical
+    assert stats.verdict(stats.shifted(close, 0.5), "lower") == HOLDS
+
+
+def test_p_value_from_an_interval_matches_the_t_test():
+    a, b = [1.0, 1.3, 0.8, 1.2], [0.9, 1.0, 0.85, 0.95]
+    diff = stats.paired_difference(a, b)
+    assert diff["p_value"] == pytest.approx(st.ttest_rel(a, b).pvalue)
+    assert stats.p_from_interval(diff) == pytest.approx(diff["p_value"])
+    moved = stats.shifted(diff, 0.1)  # the test of mean = 0.1
+    expected = st.ttest_1samp(np.subtract(a, b), 0.1).pvalue
+    assert moved["p_value"] == pytest.approx(expected) and math.isnan(moved["relative_gap"])
+
+
+def test_holm_adjusts_by_rank_keeps_order_and_counts_missing_comparisons():
+    # by hand: sorted 0.01, 0.02, 0.04 -> 3*0.01, 2*0.02, 1*0.04 -> 0.03, 0.04, 0.04 (monotone)
+    assert stats.holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    adjusted = stats.holm([0.01, float("nan")])  # the comparison without data still counts: m = 2
+    assert adjusted[0] == pytest.approx(0.02) and math.isnan(adjusted[1])
+    assert stats.holm([0.5, 0.9]).max() <= 1.0
+
+
+def test_after_correction_keeps_only_what_the_adjusted_p_allows():
+    assert stats.after_correction(HOLDS, 0.01) == HOLDS
+    assert stats.after_correction(HOLDS, 0.2) == NOT_DISTINGUISHABLE
+    assert stats.after_correction(DOES_NOT_HOLD, float("nan")) == NOT_DISTINGUISHABLE
+    assert stats.after_correction(IDENTICAL, float("nan")) == IDENTICAL
 
 
 def test_pairs_match_by_seed_and_drop_the_unpaired():

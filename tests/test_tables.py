@@ -6,17 +6,19 @@
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from gum_utils import OPTIMIZERS, STRATEGIES
+from gum_utils import STRATEGIES, STUDY_OPTIMIZERS
 from gum_utils.report import tables
 from gum_utils.core.results import RunResult
 
 
 def write_run(root, arch="vit", optimizer="adam", strategy="standard", seed=0, losses=(2.0, 1.5, 1.0),
               batch_size=4, status="ok", regime="shared", profile="cpu", val_loss=None, step_time_s=0.1,
-              cpu_percent=50.0, gpu_percent=None, activations=1000, peak=10**6, stem=None, lr=0.001):
+              cpu_percent=50.0, gpu_percent=None, activations=1000, peak=10**6, stem=None, lr=0.001,
+              tensor_peak=None):
     """A result file as the grid writes it; losses per step (None = non-finite)."""
     records = [{"step": i + 1, "loss": loss, "samples_seen": batch_size * (i + 1), "tokens_seen": 0,
                 "items_seen": batch_size * (i + 1), "step_time_s": step_time_s} for i, loss in enumerate(losses)]
@@ -32,7 +34,7 @@ def write_run(root, arch="vit", optimizer="adam", strategy="standard", seed=0, l
         status=status, error=None if ok else "boom",
         records=records if recorded else [], evals=[evaluation] if ok else [],
         summary={"lr": lr, "final_loss": losses[-1], "val_loss": final, "mean_step_time_s": step_time_s,
-                 "peak_memory_bytes": peak} if ok else {},
+                 "peak_memory_bytes": peak, "peak_rss_bytes": peak, "cpu_tensor_peak_bytes": tensor_peak} if ok else {},
         memory={"params": 100, "grads": 100, "optimizer_state": 200, "activations": activations},
         utilization={"device": "gpu" if gpu_percent is not None else "cpu", "mean_cpu_percent": cpu_percent,
                      "mean_gpu_util_percent": gpu_percent, "energy_j": None,
@@ -42,7 +44,7 @@ def write_run(root, arch="vit", optimizer="adam", strategy="standard", seed=0, l
     return result.to_json(root / profile / regime / arch / f"{stem}.json")
 
 
-def write_grid(root, cell=lambda **key: {}, archs=("vit",), optimizers=OPTIMIZERS, strategies=STRATEGIES,
+def write_grid(root, cell=lambda **key: {}, archs=("vit",), optimizers=STUDY_OPTIMIZERS, strategies=STRATEGIES,
                seeds=(0, 1, 2), steps=4):
     """A whole grid; cell(arch=, optimizer=, strategy=, seed=) returns write_run overrides, and "level"
     (the last loss; earlier steps are higher by 10 % a step)."""
@@ -145,3 +147,34 @@ def test_cell_summary_gives_mean_and_interval_over_the_seeds(tmp_path):
     assert summary["step_ms"] == pytest.approx(20.0)
     shown = tables.with_intervals(tables.cell_summary(tables.runs_table(tmp_path)), ["val_loss"]).iloc[0]
     assert shown["val_loss"] == f"2 [{2 - half:.3g}, {2 + half:.3g}]" and "val_loss_low" not in shown
+
+
+def test_interval_mean_is_the_integral_over_the_common_budget_and_never_extrapolates():
+    import synthetic_tables as synthetic
+
+    runs = synthetic.run_grid(optimizers=("adam",), strategies=("standard", "accumulation"), seeds=(0,))
+    steps = synthetic.steps_frame(runs, steps=10, curve=lambda s: 100.0 - np.asarray(s, dtype=float))
+    mean = tables.over_budget_interval(steps, "samples_seen", fraction=0.5).set_index("strategy")
+    # standard trained on at most 36 samples before its last step: the budget; a straight line's mean
+    # over samples 18-36 is its value at 27, whatever the spacing of the records
+    assert (mean["budget_value"] == 36).all() and mean["loss"].tolist() == pytest.approx([73.0, 73.0])
+    point = tables.at_budget_point(steps, "samples_seen", value=30).set_index("strategy")
+    assert point.loc["accumulation", "loss"] == pytest.approx(70.0)  # between its records at 16 and 32 samples
+    assert point.loc["accumulation", "at_step"] == pytest.approx(1 + 30 / 16)
+    beyond = tables.at_budget_point(steps, "samples_seen", value=100).set_index("strategy")
+    assert np.isnan(beyond.loc["standard", "loss"]) and beyond.loc["accumulation", "loss"] == pytest.approx(0.0)
+
+
+def test_cgd_behaviour_summarises_its_step_records():
+    records = [dict(beta=None, restarted=True, restart_reason="first step", line_search_stalled=False, n_evals=1),
+               dict(beta=0.5, restarted=False, restart_reason=None, line_search_stalled=False, n_evals=1),
+               dict(beta=3.0, restarted=False, restart_reason=None, line_search_stalled=False, n_evals=1),
+               dict(beta=None, restarted=True, restart_reason="negative beta", line_search_stalled=True, n_evals=4),
+               dict(beta=1.5, restarted=False, restart_reason=None, line_search_stalled=False, n_evals=2),
+               dict(beta=0.9, restarted=False, restart_reason=None, line_search_stalled=True, n_evals=3)]
+    steps = pd.DataFrame(records).assign(regime="shared", arch="vit", optimizer="cgd")
+    row = tables.cgd_behaviour(steps).iloc[0]
+    assert (row["steps"], row["n_beta"], row["beta_median"], row["beta_max"]) == (6, 4, 1.2, 3.0)
+    assert row["beta_share_above_1"] == 0.5 and row["n_stalled"] == 2 and row["mean_evals"] == 2
+    assert row["restarts"] == "first step 1, negative beta 1"
+    assert tables.cgd_behaviour(steps.drop(columns=["restarted"])).empty  # runs of other optimizers record none

@@ -214,3 +214,21 @@ def test_interactive_results_go_under_the_checkout_and_do_not_overwrite_each_oth
     assert first.is_absolute() and first.parent == root / "results" / "interactive"
     assert first.name.startswith("vit-sgd-standard-s2-") and first.suffix == ".json"
     assert first != second
+
+
+def test_a_cgd_run_records_each_steps_beta_and_restart_and_others_record_none():
+    cgd = train(RunConfig("vit", optimizer="cgd", steps=4, batch_size=4, device="cpu"))
+    first, later = cgd.records[0], cgd.records[1:]
+    assert first["restarted"] and first["restart_reason"] == "first step" and first["beta"] is None
+    assert all(("beta" in r and "restarted" in r and r["n_evals"] == 1) for r in later)
+    assert all((r["beta"] is None) == r["restarted"] for r in later)  # a beta exactly where it did not restart
+    sgd = train(RunConfig("vit", optimizer="sgd", steps=2, batch_size=4, device="cpu"))
+    assert not any("beta" in r for r in sgd.records)
+
+
+def test_the_final_evaluation_also_scores_the_test_half():
+    result = train(RunConfig("llama", steps=2, batch_size=4, eval_every=1, eval_samples=8, device="cpu"))
+    assert [("test_loss" in e) for e in result.evals] == [False, True]
+    final = result.evals[-1]
+    assert final["test_loss"] > 0 and final["test_loss"] != final["val_loss"]
+    assert result.summary["test_loss"] == final["test_loss"]

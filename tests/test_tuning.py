@@ -27,7 +27,8 @@ def test_sweep_cells_are_standard_runs_at_each_rate_named_by_it():
     prof = profile("cpu")
     sweep = sweep_cells(prof, ["llama"], ["sgd"])
     assert [c.lr for c in sweep] == swept("llama", "sgd", prof.sweep_factors)
-    assert {c.strategy for c in sweep} == {"standard"} and sweep[0].stem == "sgd-lr0.01-s0"
+    assert {c.strategy for c in sweep} == {"standard"} and sweep[0].stem == "sgd-lr0.01-s1000"
+    assert not set(prof.sweep_seeds) & set(prof.seeds)  # a tuned run never repeats the sweep run that chose it
     parameters = prof.sweep_parameters("llama", "sgd", 0, 0.01)
     assert parameters["steps"] == prof.sweep_steps < prof.steps and parameters["lr"] == 0.01
 

@@ -12,10 +12,12 @@ import functools
 
 from ..choices import check_choice
 from . import hub
-from .embedded import SPLITS
+from .embedded import SPLITS as BUILT_SPLITS
 from .shapes import DataShape, HubData
 
 SIZES = ("tiny", "paper")
+# The held-out data in two halves: tuning and the figures read val, the tuned regime's verdicts test.
+SPLITS = ("train", "val", "test")
 
 
 def for_training(config):
@@ -87,8 +89,8 @@ class Architecture:
         raise NotImplementedError
 
     def clean_split(self, split: str, shape: DataShape) -> dict:
-        """The training form of a split, cached: treat the tensors as read-only."""
-        _check_split(split, shape)
+        """The training form of a split (train, or the whole held-out val), cached: treat as read-only."""
+        _check_split(split, shape, BUILT_SPLITS)
         return _clean(self, split, self.relevant_shape(shape))
 
     def held_out(self, split: dict) -> dict:
@@ -96,10 +98,13 @@ class Architecture:
         return split
 
     def load_split(self, split: str, shape: DataShape | None = None) -> dict:
-        """The whole split as evaluation and the looks read it, cached: treat the tensors as read-only."""
+        """A split as evaluation and the looks read it (val, test: halves of the held-out data), cached:
+        treat the tensors as read-only."""
         shape = shape or DataShape()
-        _check_split(split, shape)
-        return _held_out(self, split, self.relevant_shape(shape))
+        _check_split(split, shape, SPLITS)
+        if split == "train":
+            return _held_out(self, split, self.relevant_shape(shape))
+        return halves(_held_out(self, "val", self.relevant_shape(shape)))[split]
 
     def prepare_batch(self, batch: dict, rng, vocab) -> dict:
         """A training batch as drawn (a masked LM masks it here, with the stream's own generator)."""
@@ -127,8 +132,17 @@ class Architecture:
         return f"<architecture {self.name}>"
 
 
-def _check_split(split: str, shape: DataShape) -> None:
-    check_choice("split", split, SPLITS)
+def halves(split: dict) -> dict:
+    """{"val": the first half, "test": the second} of a held-out split's rows: never trained on, and
+    the test half never read by tuning either."""
+    rows = len(next(iter(split.values())))
+    cut = rows - rows // 2
+    return {"val": {key: value[:cut] for key, value in split.items()},
+            "test": {key: value[cut:] for key, value in split.items()}}
+
+
+def _check_split(split: str, shape: DataShape, valid: tuple) -> None:
+    check_choice("split", split, valid)
     if not isinstance(shape, DataShape):
         raise TypeError(f"shape must be a DataShape, got {type(shape).__name__}")
 

@@ -95,12 +95,12 @@ def split_size(split: dict) -> int:
 
 
 def val_batches(arch: Architecture, shape: DataShape = DataShape(), batch_size: int = 32,
-                limit: int | None = None, prepared: dict | None = None) -> list[dict[str, "torch.Tensor"]]:
-    """Validation in fixed order with fixed (seed 0) masking; limit caps samples.
+                limit: int | None = None, prepared: dict | None = None, split: str = "val") -> list[dict]:
+    """Held-out batches (`split` val or test) in fixed order with fixed (seed 0) masking; limit caps samples.
     `prepared` is a held-out split made elsewhere (already masked for a masked LM)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    data = arch.load_split("val", shape) if prepared is None else prepared
+    data = arch.load_split(split, shape) if prepared is None else prepared
     n = split_size(data) if limit is None else min(split_size(data), limit)
     return [{k: v[i : min(i + batch_size, n)].contiguous() for k, v in data.items()}
             for i in range(0, n, batch_size)]

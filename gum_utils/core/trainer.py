@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ..archs import architecture, hub
+from ..archs.base import halves
 from ..archs.embedded import EMBEDDED_VOCABULARY
 from ..optim import build_optimizer
 from . import distributed, environment, flops, measure
@@ -149,15 +150,14 @@ class Run:
         with self.device:  # initialised where it trains: a 1B model builds in seconds on a GPU
             self.model = self.arch.build_model(config.size, config.pretrained)
         self.model.to(self.device).train()
-        train_split, val_split, vocab = self.splits()
+        train_split, held, vocab = self.splits()
         self.stream = BatchStream(self.arch, "train", self.shape, config.batch_size, config.seed,
                                   prepared=train_split, vocab=vocab)
         self.device_data_bytes = 0  # counted in the GPU's peak memory where the split lives there
         if keeps_split_on_device(self.stream, self.device):
             self.device_data_bytes = self.stream.nbytes
             self.stream.to(self.device)
-        self.val = [_to_device(b, self.device) for b in val_batches(
-            self.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples, prepared=val_split)]
+        self.val, self.test = (self.held_out_batches(split, held[split]) for split in ("val", "test"))
         micros, counts = self.next_step_batches()
         self.flops_per_step = self.step_flops(micros, counts[0])  # before checkpointing: model FLOPs
         self.strategy.prepare(self.model)
@@ -167,17 +167,24 @@ class Run:
         self.optimizer = build_optimizer(config.optimizer, self.model.parameters(), config.resolved_lr,
                                          **config.optimizer_options)
 
+    def held_out_batches(self, split: str, prepared: dict | None) -> list[dict]:
+        """The first eval_samples rows of a held-out split (val or test), on the device."""
+        config = self.config
+        return [_to_device(b, self.device) for b in val_batches(
+            self.arch, self.shape, config.effective_micro_batch_size, limit=config.eval_samples,
+            prepared=prepared, split=split)]
+
     def splits(self):
-        """(train, val, masking vocabulary): None for the embedded splits, else read from the hub."""
+        """(train, {val, test}, masking vocabulary): None for the embedded splits, else read from the hub."""
         config = self.config
         if config.data == "embedded":
-            return None, None, EMBEDDED_VOCABULARY
+            return None, {"val": None, "test": None}, EMBEDDED_VOCABULARY
         self.shape = self.arch.hub_shape(self.model.config, self.shape)
         source = hub.source(self.arch, config.dataset, config.tokenizer, config.pretrained)
         rows = min(config.steps * config.batch_size, HUB_TRAIN_ROWS)
         train_split, val_split, vocab = hub.load_splits(self.arch, source, self.shape, self.model.config, rows,
-                                                        config.eval_samples)
-        return train_split, val_split, vocab or EMBEDDED_VOCABULARY
+                                                        2 * config.eval_samples)
+        return train_split, halves(val_split), vocab or EMBEDDED_VOCABULARY
 
     def next_step_batches(self):
         """The next step's micro-batches on the device, and its (items, samples, tokens) counts.
@@ -219,19 +226,23 @@ class Run:
         self.model.zero_grad(set_to_none=True)
         return meter.bytes, unused
 
-    def evaluate_into_result(self, step: int):
+    def evaluate_into_result(self, step: int, final: bool = False):
+        """Validate; at the end also test, on the half of the held-out data tuning never reads."""
         samples_seen = self.result.records[-1]["samples_seen"] if self.result.records else 0
-        self.result.evals.append({"step": step, "samples_seen": samples_seen,
-                                  **evaluate(self.model, self.val, self.precision)})
+        scores = evaluate(self.model, self.val, self.precision)
+        if final:
+            scores.update({key.replace("val_", "test_"): value
+                           for key, value in evaluate(self.model, self.test, self.precision).items()})
+        self.result.evals.append({"step": step, "samples_seen": samples_seen, **scores})
 
-    def record(self, step: int, loss: torch.Tensor, start, end, counts) -> bool:
+    def record(self, step: int, loss: torch.Tensor, start, end, counts, optimizer_said: dict) -> bool:
         """Append a finished step's record; False (and status diverged) if its loss is not finite."""
         records = self.result.records
         last = records[-1] if records else {"samples_seen": 0, "tokens_seen": 0, "items_seen": 0}
         loss = loss.item()
         records.append({"step": step, "loss": loss, "samples_seen": last["samples_seen"] + counts[1],
                         "tokens_seen": last["tokens_seen"] + counts[2], "items_seen": last["items_seen"] + counts[0],
-                        "step_time_s": self.timer.seconds(start, end)})
+                        "step_time_s": self.timer.seconds(start, end), **optimizer_said})
         if math.isfinite(loss):
             return True
         self.result.status = "diverged"
@@ -256,7 +267,7 @@ class Run:
             upcoming = self.next_step_batches() if step < config.steps else None
             if not self.record_pending():
                 return
-            self.pending = (step, loss.detach(), start, end, counts)
+            self.pending = (step, loss.detach(), start, end, counts, self.optimizer_said())
             if upcoming is None:
                 break
             micros, counts = upcoming
@@ -266,7 +277,12 @@ class Run:
                 self.evaluate_into_result(step)
         if not self.record_pending():
             return
-        self.evaluate_into_result(config.steps)
+        self.evaluate_into_result(config.steps, final=True)
+
+    def optimizer_said(self) -> dict:
+        """What the optimizer tells of its last step (CGD: its beta, restarts, evaluations), for the record."""
+        step_record = getattr(self.optimizer, "step_record", None)
+        return step_record() if step_record else {}
 
     def record_pending(self) -> bool:
         """Record the step launched last, if any (also when a later step failed: it finished).
@@ -328,6 +344,8 @@ def _summarise(result: RunResult, total_time_s: float, sampler: measure.Sampler,
         "val_loss": last_eval.get("val_loss"),
         "val_accuracy": last_eval.get("val_accuracy"),
         "val_perplexity": last_eval.get("val_perplexity"),
+        "test_loss": last_eval.get("test_loss"),
+        "test_accuracy": last_eval.get("test_accuracy"),
         "total_time_s": total_time_s,
         "train_time_s": sum(r["step_time_s"] for r in records),
         "mean_step_time_s": step_time,

@@ -29,7 +29,10 @@ ZOOM_MARGIN = 0.1           # keep interpolated trials this fraction of the brac
 EXTRAPOLATE = (1.1, 10.0)   # while bracketing, the next trial lies in [1.1 t, 10 t]
 STEP_RATIO_BOUNDS = (1e-2, 1e2)  # bounds on the N&W initial-step ratio, so one odd slope cannot blow t up
 _FRESH_STATS = dict(step=0, n_evals=0, total_evals=0, n_restarts=0, since_restart=0, restart_reason=None,
-                    line_search_failed=False, t=None, slope=None)  # t, slope: last accepted step, for t0
+                    beta=None, last_move=0.0, line_search_failed=False, line_search_stalled=False, n_stalled=0,
+                    t=None, slope=None)  # t, slope: last accepted step, for t0
+# What one step did, for a per-step training record; restart_reason is None when the step used beta.
+STEP_RECORD_KEYS = ("beta", "restarted", "restart_reason", "n_evals", "line_search_stalled")
 
 
 def local_shard(tensor: torch.Tensor) -> torch.Tensor:
@@ -94,6 +97,14 @@ def _extrapolation_trial(prev, cur):
     return high if t is None else min(max(t, low), high)
 
 
+def _resolution_step(params, directions) -> float:
+    """The step length below which x + t d rounds to x in the parameters' dtype: like scipy's
+    xtol, but from the dtype's eps, relative to the largest parameter (0 where x = 0)."""
+    eps = max(torch.finfo(p.dtype).eps for p in params)
+    largest_move = _max_abs(directions)
+    return eps * _max_abs(params) / largest_move if largest_move > 0 else 0.0
+
+
 class _Line:
     """phi(t) = f(x + t d) and its slope g(x + t d).d, moving the parameters in place.
 
@@ -105,6 +116,19 @@ class _Line:
     def __init__(self, optimizer, closure, directions, budget):
         self.opt, self.closure, self.d, self.budget = optimizer, closure, directions, budget
         self.t, self.evals, self.loss = 0.0, 0, None
+        self.stalled, self.unresolved_step = False, None  # the far end of the bracket it gave up on
+        self.min_step = _resolution_step(optimizer._params, directions)
+        self.f_eps = None  # the loss dtype's eps, set by the first evaluation
+
+    def unresolved(self, a, b) -> bool:
+        """True (and the search marked stalled) when the bracket between trials a and b can no
+        longer change x, or f by more than its rounding, representably: a further trial is waste."""
+        width = abs(b[0] - a[0])
+        f_change = width * max(abs(a[2]), abs(b[2]))  # first-order change of f across the bracket
+        self.stalled = (width <= 1e-15 * max(a[0], b[0]) or width <= self.min_step
+                        or f_change <= self.f_eps * max(abs(a[1]), abs(b[1])))
+        self.unresolved_step = max(a[0], b[0])
+        return self.stalled
 
     def move_to(self, t):
         if t != self.t:
@@ -115,6 +139,8 @@ class _Line:
         self.move_to(t)
         self.loss = self.opt._evaluate(self.closure)
         self.evals += 1
+        if self.f_eps is None:
+            self.f_eps = _float_eps(self.loss)
         f = _as_float(self.loss)
         return (t, f if math.isfinite(f) else math.inf, _dot(self.opt._gradients(), self.d))
 
@@ -126,9 +152,11 @@ class _Line:
 def _armijo(line, f0, s0, t, c1, c2):
     """Backtracking: shrink t until sufficient decrease f(x+td) <= f0 + c1 t g.d."""
     while line.can_try(None):
-        _, f, _ = line(t)
-        if f <= f0 + c1 * t * s0:
+        cur = line(t)
+        if cur[1] <= f0 + c1 * t * s0:
             return t, None
+        if line.unresolved((0.0, f0, s0), cur):  # shorter steps cannot show a representable decrease
+            break
         t *= ARMIJO_SHRINK
     return None, None
 
@@ -156,7 +184,7 @@ def _strong_wolfe(line, f0, s0, t, c1, c2):
 
 def _zoom(line, f0, s0, lo, hi, c1, c2, best):
     """N&W Algorithm 3.6; lo has sufficient decrease and the lowest f seen in the bracket."""
-    while line.can_try(best) and abs(hi[0] - lo[0]) > 1e-15 * max(lo[0], hi[0]):
+    while line.can_try(best) and not line.unresolved(lo, hi):
         cur = line(_zoom_trial(lo, hi))
         t, f, s = cur
         if f > f0 + c1 * t * s0 or f >= lo[1]:
@@ -188,7 +216,7 @@ class CGD(torch.optim.Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, beta="pr+", line_search=None, restart_every=None,
-                 c1=1e-4, c2=0.1, max_evals=25, tolerance_grad=1e-10):
+                 c1=1e-4, c2=0.1, max_evals=25, tolerance_grad=1e-10, same_batch_y=False):
         check_choice("beta rule", beta, BETA_RULES)
         check_choice("line search", line_search, LINE_SEARCHES)
         _require(_is_number(lr) and lr > 0, f"lr must be a number > 0, got {lr!r}")
@@ -199,8 +227,10 @@ class CGD(torch.optim.Optimizer):
         _require(_is_int(max_evals) and max_evals >= 2, f"max_evals must be an int >= 2, got {max_evals!r}")
         _require(_is_number(tolerance_grad) and tolerance_grad >= 0,
                  f"tolerance_grad must be a number >= 0, got {tolerance_grad!r}")
+        _require(isinstance(same_batch_y, bool) and not (same_batch_y and line_search is not None),
+                 f"same_batch_y must be True or False, and True only with line_search=None, got {same_batch_y!r}")
         defaults = dict(lr=lr, beta=beta, line_search=line_search, restart_every=restart_every,
-                        c1=c1, c2=c2, max_evals=max_evals, tolerance_grad=tolerance_grad)
+                        c1=c1, c2=c2, max_evals=max_evals, tolerance_grad=tolerance_grad, same_batch_y=same_batch_y)
         super().__init__(params, defaults)
         self._params = self.param_groups[0]["params"]
         self._reuse = None  # what step k+1 needs to trust step k's final evaluation
@@ -213,7 +243,7 @@ class CGD(torch.optim.Optimizer):
     def load_state_dict(self, state_dict):
         super().load_state_dict(state_dict)
         if "global" in self.state:  # torch copies per-parameter state only; don't share the counters
-            self.state["global"] = dict(self.state["global"])
+            self.state["global"] = {**_FRESH_STATS, **self.state["global"]}  # older saves lack newer keys
         self._reuse = None
 
     @property
@@ -221,9 +251,20 @@ class CGD(torch.optim.Optimizer):
         """state["global"]: the Python scalars of _FRESH_STATS (n_evals is the last step's count)."""
         return self.state.setdefault("global", dict(_FRESH_STATS))
 
+    def step_record(self) -> dict:
+        """What the last step did, for a training record: the beta it used (None when the direction
+        restarted at -g, or when no step was taken), whether and why it restarted (the first step
+        counts as a restart), its closure evaluations, and whether its line search ran out of float
+        resolution (then it also failed, and the next direction restarts)."""
+        stats = self.stats
+        record = {key: stats[key] for key in STEP_RECORD_KEYS if key in stats}
+        record["restarted"] = stats["restart_reason"] is not None
+        return record
+
     @torch.no_grad()
     def step(self, closure=None):
         group = self.param_groups[0]
+        self.stats.update(beta=None, restart_reason=None, line_search_stalled=False)  # this step's own
         if group["line_search"] is None:
             return self._fixed_step(group, closure)
         if closure is None:
@@ -235,14 +276,38 @@ class CGD(torch.optim.Optimizer):
 
     def _fixed_step(self, group, closure):
         self._reuse = None
+        evals = 0
+        if group.get("same_batch_y") and self._previous_move(closure):
+            self._prev_grad_on_this_batch(closure)
+            evals = 1
         loss = None if closure is None else self._evaluate(closure)
-        self._count_evals(0 if closure is None else 1)
+        self._count_evals(evals + (closure is not None))
         grads = self._gradients()
         if _max_abs(grads) <= group["tolerance_grad"]:
+            self.stats["last_move"] = 0.0
             return loss
         directions, _ = self._next_direction(grads, group)
         torch._foreach_add_(self._params, directions, alpha=group["lr"])
+        self.stats["last_move"] = group["lr"]
         return loss
+
+    def _previous_move(self, closure) -> float:
+        """The step length that led from the previous point along the stored direction (0: none yet)."""
+        if closure is None:
+            raise ValueError("CGD with same_batch_y needs a closure: it evaluates the previous point on this batch")
+        has_direction = all("direction" in self.state[p] for p in self._params)
+        return self.stats.get("last_move", 0.0) if has_direction else 0.0
+
+    def _prev_grad_on_this_batch(self, closure):
+        """prev_grad := the gradient at the previous point x - lr d on this step's batch, so that
+        y = g - prev_grad measures curvature, not the difference of two batches. One more closure
+        call; the parameters move there and back in place (no copy of x, one rounding each way)."""
+        back, directions = self.stats["last_move"], [self.state[p]["direction"] for p in self._params]
+        torch._foreach_add_(self._params, directions, alpha=-back)
+        self._evaluate(closure)
+        for p, g in zip(self._params, self._gradients()):
+            _local(self.state[p]["prev_grad"]).copy_(_local(g))
+        torch._foreach_add_(self._params, directions, alpha=back)
 
     def _line_search_step(self, group, closure):
         loss, evals = self._reusable_loss(closure), 0
@@ -261,9 +326,22 @@ class CGD(torch.optim.Optimizer):
         self._count_evals(evals + line.evals)
         stats = self.stats
         stats["line_search_failed"] = t is None
-        stats["t"], stats["slope"] = (line.t, slope) if line.t > 0 else (None, None)
+        stats["line_search_stalled"] = line.stalled and t is None
+        stats["n_stalled"] += stats["line_search_stalled"]
+        stats["t"], stats["slope"] = self._step_for_next_search(line, slope)
         self._remember(closure, final_loss)
         return loss
+
+    @staticmethod
+    def _step_for_next_search(line, slope):
+        """(t, slope) the next search scales its first trial from: the accepted step; after a search
+        that stalled at the start, one extrapolation factor above the step it could not resolve (from
+        lr, each stalled search would spend its trials shrinking back down to that scale); else none."""
+        if line.t > 0:
+            return line.t, slope
+        if line.stalled:
+            return EXTRAPOLATE[1] * line.unresolved_step, slope
+        return None, None
 
     def _settle(self, line, t, best, start_loss):
         """Leave the parameters at the accepted point with p.grad holding the gradient there."""
@@ -309,7 +387,7 @@ class CGD(torch.optim.Optimizer):
                 reason = "not a descent direction"
         if reason is None:
             torch._foreach_mul_(directions, beta)
-            stats.update(since_restart=stats["since_restart"] + 1, restart_reason=None)
+            stats.update(since_restart=stats["since_restart"] + 1, restart_reason=None, beta=beta)
         else:
             torch._foreach_zero_(directions)
             slope = -gg
@@ -394,6 +472,12 @@ class CGD(torch.optim.Optimizer):
         return loss if closure_ref() is closure else None
 
 
+def _float_eps(loss) -> float:
+    """Relative resolution of the loss as the closure computes it (a Python float: float64's)."""
+    floating = isinstance(loss, torch.Tensor) and loss.is_floating_point()
+    return torch.finfo(loss.dtype if floating else torch.float64).eps
+
+
 def _as_float(loss) -> float:
     return float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
 
@@ -404,4 +488,3 @@ def _is_int(x) -> bool:
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
-

@@ -15,6 +15,7 @@ from ..archs import ARCHITECTURES
 from ..choices import check_choice
 from ..core.strategies import STRATEGIES
 from ..optim import OPTIMIZERS
+from .claims import tensor_peak
 from .stats import summarize
 
 OPTIMIZER_COLORS = dict(zip(OPTIMIZERS, sns.color_palette("colorblind", len(OPTIMIZERS))))
@@ -184,10 +185,13 @@ def memory_figure(runs_df, arch: str = "vit", regime: str = "shared"):
     """Peak memory per cell, and the exact breakdown (params, grads, optimizer state, activations)."""
     runs = _select(runs_df, arch=arch, regime=regime)
     fig, (peak, parts) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [1, 1.3]})
-    _bars(peak, runs, "peak_memory_bytes", "strategy", "optimizer", OPTIMIZER_COLORS, 1 / MIB)
+    runs = runs.assign(peak_tensor_bytes=tensor_peak(runs))
+    tensors = runs["peak_tensor_bytes"].notna().any()  # older CPU results have only the process RSS
+    _bars(peak, runs, "peak_tensor_bytes" if tensors else "peak_memory_bytes", "strategy", "optimizer",
+          OPTIMIZER_COLORS, 1 / MIB)
     device = ", ".join(sorted(runs["device"].dropna().unique()))
-    peak.set(title=f"peak memory ({'process RSS' if device == 'cpu' else 'max allocated'}, {device})",
-             ylabel="peak memory (MiB)")
+    what = "live tensors" if tensors else "process RSS" if device == "cpu" else "max allocated"
+    peak.set(title=f"peak memory ({what}, {device})", ylabel="peak memory (MiB)")
     # Byte counts are exact even for a run that later diverged, so every run with them counts here.
     cells = runs.groupby(["strategy", "optimizer"])[[f"mem_{p}" for p in MEMORY_COLORS]].mean() / MIB
     cells = cells.reindex([(s, o) for s in _present(STRATEGIES, runs["strategy"].unique())
@@ -292,4 +296,38 @@ def lr_sensitivity(sweep_runs_df, arch: str = "vit", chosen: dict | None = None)
                 transform=ax.transAxes, fontsize=8, color="tab:red")
     ax.legend(title="optimizer", fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def _on_budget_grid(frame: pd.DataFrame, x: str, budget: float, bins: int) -> pd.DataFrame:
+    """Each run's loss averaged within `bins` equal bins of [0, budget] on x: strategies with different batches
+    then share the same points, and a bin averages the same stretch of samples for every run."""
+    width = budget / bins
+    binned = frame.assign(**{x: (np.minimum(frame[x] // width, bins - 1) + 0.5) * width})
+    return binned.groupby(["run", "strategy", "optimizer", x], as_index=False)["loss"].mean()
+
+
+def equal_samples_curves(steps_df, arch: str = "vit", regime: str = "shared", bins: int = 40,
+                         fraction: float = 0.1):
+    """Training loss against the samples each record had trained on, the strategies on ONE shared axis per
+    optimizer panel (mean over seeds, 95 % CI band), up to the budget every run reaches; the shaded
+    stretch is the last `fraction` of it, over which the claims page averages each run's loss."""
+    steps = _ok(_select(steps_df, arch=arch, regime=regime)).dropna(subset=["loss", "samples_trained"])
+    budget = steps.groupby("run")["samples_trained"].max().min() if len(steps) else 0.0
+    steps = steps[steps["samples_trained"] <= budget]
+    optimizers = _present(OPTIMIZERS, steps["optimizer"].unique())
+    fig, axes = plt.subplots(1, max(len(optimizers), 1), figsize=(3.2 * max(len(optimizers), 1) + 1.5, 3.4),
+                             sharex=True, sharey=True, squeeze=False)
+    curves = _on_budget_grid(steps, "samples_trained", budget, bins) if budget > 0 else steps
+    for ax, optimizer in zip(axes[0], optimizers):
+        panel = curves[curves["optimizer"] == optimizer]
+        for strategy in _present(STRATEGIES, panel["strategy"].unique()):
+            _band(ax, summarize(panel[panel["strategy"] == strategy], ["samples_trained"], "loss"),
+                  "samples_trained", STRATEGY_COLORS.get(strategy, "grey"), strategy)
+        ax.axvspan((1 - fraction) * budget, budget, color="grey", alpha=0.15, lw=0)
+        ax.set(title=optimizer, xlabel="samples trained before the step")
+    axes[0, 0].set_ylabel("training loss (nats)")
+    fig.suptitle(f"{arch}, {regime}: training loss at equal samples, strategies on one axis "
+                 f"(shaded: the last {fraction:.0%} of the common budget, {budget:g} samples)")
+    _legend(fig, STRATEGY_COLORS, _present(STRATEGIES, steps["strategy"].unique()), "strategy")
     return fig

@@ -1,11 +1,13 @@
-"""Few-seed statistics: t-intervals, paired differences, and the verdict a claim gets from them.
+"""Few-seed statistics: t-intervals, paired differences, family-wise correction, and the verdict a claim gets.
 
-A verdict comes only from an interval: with one seed there is none, so nothing is distinguishable.
+A verdict comes from a test and its interval: with one seed there is none, so nothing is
+distinguishable, unless the two sides are equal within floating-point noise in every pair
+(`identical`: more seeds cannot separate what is computed the same way). Where a comparison belongs
+to a family, its p-value is adjusted (Holm) before it decides; the interval gives the direction.
 """
 
+import functools
 import math
-import warnings
-
 import numpy as np
 import pandas as pd
 from scipy import stats as st
@@ -13,11 +15,22 @@ from scipy import stats as st
 HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
 NOT_DISTINGUISHABLE = "not distinguishable at this number of seeds"
+IDENTICAL = "identical"
+FLOAT_TOLERANCE = 1e-6  # relative difference below which two float32 results are the same computation
+ALPHA = 0.05  # family-wise error rate of the verdicts (the intervals are 1 - ALPHA)
 DIRECTIONS = ("lower", "higher", "different")  # what the claim says about the difference
+
+
+@functools.lru_cache(maxsize=256)
+def _t_quantile(confidence: float, n: int) -> float:
+    """The t quantile of a two-sided interval with n values (scipy is slow for one number at a time)."""
+    return float(st.t.ppf((1 + confidence) / 2, n - 1))
 
 
 def _half_width(std, n, confidence: float):
     """t-interval half width; NaN for n < 2 (one value has no spread, so no interval)."""
+    if np.ndim(n) == 0:
+        return _t_quantile(confidence, int(n)) * float(std) / math.sqrt(n) if n >= 2 else math.nan
     n = np.asarray(n, dtype=float)
     with np.errstate(invalid="ignore"):
         t = st.t.ppf((1 + confidence) / 2, np.where(n >= 2, n - 1, np.nan))
@@ -44,27 +57,90 @@ def summarize(frame: pd.DataFrame, by, value: str, confidence: float = 0.95) -> 
 def paired_difference(a, b, confidence: float = 0.95) -> dict:
     """a - b matched by index (seed, or any run key); a pair missing either side is left out.
 
-    Returns {mean, low, high, n} of the differences, mean_a, mean_b and the paired t-test's p_value.
+    Returns {mean, low, high, n} of the differences, mean_a, mean_b, the paired t-test's p_value and
+    the pairs' relative_gap (0: every pair bit-equal).
     """
-    pairs = pd.concat([pd.Series(a, dtype=float), pd.Series(b, dtype=float)], axis=1, keys=["a", "b"])
-    pairs = pairs[np.isfinite(pairs).all(axis=1)]
-    result = mean_ci(pairs["a"] - pairs["b"], confidence)
-    with warnings.catch_warnings():  # identical pairs have zero spread: scipy warns and gives NaN
-        warnings.simplefilter("ignore")
-        p = st.ttest_rel(pairs["a"], pairs["b"]).pvalue if len(pairs) >= 2 else math.nan
-    return {**result, "mean_a": pairs["a"].mean(), "mean_b": pairs["b"].mean(), "p_value": float(p),
-            "confidence": confidence}
+    a, b = pd.Series(a, dtype=float), pd.Series(b, dtype=float)
+    shared = a.index.intersection(b.index)
+    x, y = a.reindex(shared).to_numpy(), b.reindex(shared).to_numpy()
+    finite = np.isfinite(x) & np.isfinite(y)
+    x, y = x[finite], y[finite]
+    result = mean_ci(x - y, confidence)
+    return {**result, "mean_a": x.mean() if len(x) else math.nan, "mean_b": y.mean() if len(y) else math.nan,
+            "p_value": _paired_p(x - y), "confidence": confidence, "relative_gap": relative_gap(x, y)}
+
+
+def _paired_p(differences: np.ndarray) -> float:
+    """The paired t-test's two-sided p-value; NaN for fewer than 2 pairs (no test). Zero spread is the
+    limit of the test: 0 for a nonzero difference, 1 for none."""
+    n = len(differences)
+    if n < 2:
+        return math.nan
+    spread = differences.std(ddof=1)
+    if spread == 0:
+        return 0.0 if differences.mean() != 0 else 1.0
+    return float(2 * st.t.sf(abs(differences.mean()) / (spread / math.sqrt(n)), n - 1))
+
+
+def relative_gap(a, b) -> float:
+    """The largest |a - b| / max(|a|, |b|) over the pairs (0 where every pair is bit-equal); NaN: no pair."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not len(a):
+        return math.nan
+    scale = np.maximum(np.abs(a), np.abs(b))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gaps = np.where(a == b, 0.0, np.abs(a - b) / scale)
+    return float(gaps.max())
+
+
+def p_from_interval(comparison: dict) -> float:
+    """The two-sided t-test p-value of mean = 0 that the t-interval implies (for means and shifted ones)."""
+    n, mean, low, high = comparison["n"], comparison["mean"], comparison["low"], comparison["high"]
+    if n < 2 or not np.isfinite([mean, low, high]).all():
+        return math.nan
+    t_crit = _t_quantile(comparison.get("confidence", 0.95), int(n))
+    se = (high - low) / (2 * t_crit)
+    if se == 0:
+        return 1.0 if mean == 0 else 0.0
+    return float(2 * st.t.sf(abs(mean) / se, n - 1))
 
 
 def shifted(comparison: dict, offset: float) -> dict:
-    """The comparison against `offset` instead of 0 (e.g. "at least 4x" is log ratio - log 4 > 0)."""
-    return {**comparison, **{key: comparison[key] - offset for key in ("mean", "low", "high")}}
+    """The comparison against `offset` instead of 0 (e.g. "at least 4x" is log ratio - log 4 > 0).
+
+    Its p-value is that of the shifted test, and it is never `identical` (equal sides are a distance
+    `offset` from the threshold, which the interval judges).
+    """
+    moved = {**comparison, **{key: comparison[key] - offset for key in ("mean", "low", "high")}}
+    return {**moved, "p_value": p_from_interval(moved), "relative_gap": math.nan}
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values of one family. A comparison without a p-value (no data) still
+    counts in the family's size, as the family was fixed before the data; it gets no adjusted value."""
+    p = np.asarray(p_values, dtype=float)
+    filled = np.where(np.isfinite(p), p, 1.0)
+    order = np.argsort(filled, kind="stable")
+    scaled = (len(p) - np.arange(len(p))) * filled[order]
+    adjusted = np.empty_like(filled)
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
+    return np.where(np.isfinite(p), adjusted, np.nan)
+
+
+def after_correction(decided: str, p_adjusted: float, alpha: float = ALPHA) -> str:
+    """A verdict from the interval, kept only where the adjusted p-value is below alpha (else not decided)."""
+    if decided in (HOLDS, DOES_NOT_HOLD) and not p_adjusted < alpha:
+        return NOT_DISTINGUISHABLE
+    return decided
 
 
 def verdict(comparison: dict, direction: str = "lower") -> str:
-    """holds if the interval excludes 0 on the claimed side, does not hold if on the other side."""
+    """holds if the interval excludes 0 on the claimed side, does not hold if on the other side;
+    identical if every pair is equal within FLOAT_TOLERANCE (relative_gap, set by paired_difference)."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, not {direction!r}")
+    if comparison.get("relative_gap", math.nan) <= FLOAT_TOLERANCE:
+        return IDENTICAL
     low, high = comparison["low"], comparison["high"]
     if comparison["n"] < 2 or not (np.isfinite(low) and np.isfinite(high)):
         return NOT_DISTINGUISHABLE

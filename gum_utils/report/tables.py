@@ -6,8 +6,10 @@ missing number always has a visible reason. Imports no torch.
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from ..choices import check_choice
 from ..core.results import RunResult, result_files
 from ..study import paths
 
@@ -15,7 +17,8 @@ from ..study import paths
 RUN_ID = ["run", "profile", "regime", "arch", "optimizer", "strategy", "seed", "lr", "batch_size", "status"]
 MEMORY_PARTS = ("params", "grads", "optimizer_state", "activations")
 SUMMARY_COLUMNS = ["final_loss", "val_loss", "val_accuracy", "val_perplexity", "mean_step_time_s", "total_time_s",
-                   "samples_per_s", "tokens_per_s", "peak_memory_bytes", "cuda_max_reserved_bytes",
+                   "samples_per_s", "tokens_per_s", "peak_memory_bytes", "cuda_max_allocated_bytes",
+                   "cuda_max_reserved_bytes", "cpu_tensor_peak_bytes", "peak_rss_bytes",
                    "flops_per_step", "model_tflops_per_s", "mfu"]
 # world_size and parallel tell a multi-process run from a one-process one (parallel None there).
 RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "world_size", "parallel", "steps", "dtype", "data", "error"]
@@ -30,6 +33,8 @@ CELL_METRICS = {"val_loss": ("val_loss", 1.0), "final_loss": ("final_loss", 1.0)
                 "peak_mib": ("peak_memory_bytes", 2.0**-20), "state_mib": ("mem_total", 2.0**-20),
                 "utilization": ("utilization_percent", 1.0), "mfu_percent": ("mfu", 100.0)}
 BUDGETS = {"samples_seen": "samples_seen", "step": "step", "time": "time_s"}  # budget name -> steps column
+# budget name -> the column of what a row's number had trained on (tables.with_trained_axes)
+TRAINED = {"samples_seen": "samples_trained", "time": "time_trained"}
 
 
 def _identity(path: Path, root: Path, result: RunResult) -> dict:
@@ -81,7 +86,7 @@ def _run_row(identity: dict, result: RunResult, relative: Path) -> dict:
 def _numeric(frame: pd.DataFrame, skip=()) -> pd.DataFrame:
     """JSON nulls arrive as None; make every measured column a float so means and plots work."""
     text = {"run", "profile", "regime", "arch", "optimizer", "strategy", "status", "error", "device", "path", "dtype",
-            "data", "parallel", *skip}
+            "data", "parallel", "restart_reason", *skip}
     for column in frame.columns.difference(list(text)):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
@@ -109,7 +114,26 @@ def _steps(loaded) -> pd.DataFrame:
     steps = _rows(loaded, "records")
     if not steps.empty:  # wall-clock spent in training steps so far: the "time" budget
         steps["time_s"] = steps.groupby("run")["step_time_s"].cumsum()
+        steps = with_trained_axes(steps, "records")
     return steps
+
+
+def with_trained_axes(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Add the budget a row's number was measured at: samples_trained, time_trained (columns of TRAINED).
+
+    A training record's loss comes from the forward pass BEFORE its step's update, so it reflects the
+    samples and time of the previous records (0 for step 1); an evaluation comes after its step, so
+    it reflects everything up to and including it. Runs with larger batches then meet smaller ones
+    at the point where both have trained on the same samples.
+    """
+    check_choice("kind of table", kind, ("records", "evals"))
+    if frame.empty:
+        return frame.assign(**{column: pd.Series(dtype=float) for column in TRAINED.values()})
+    if kind == "evals":
+        return frame.assign(samples_trained=frame["samples_seen"], time_trained=frame["time_s"])
+    ordered = frame.sort_values(["run", "step"])
+    before = ordered.groupby("run")[["samples_seen", "time_s"]].shift(1).fillna(0.0)
+    return ordered.assign(samples_trained=before["samples_seen"], time_trained=before["time_s"])
 
 
 def steps_table(root) -> pd.DataFrame:
@@ -122,7 +146,7 @@ def _evals(loaded, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     steps = _steps(loaded) if steps is None else steps
     if evals.empty or steps.empty:
         return evals.assign(time_s=pd.Series(dtype=float))
-    return evals.merge(steps[["run", "step", "time_s"]], on=["run", "step"], how="left")
+    return with_trained_axes(evals.merge(steps[["run", "step", "time_s"]], on=["run", "step"], how="left"), "evals")
 
 
 def evals_table(root) -> pd.DataFrame:
@@ -155,6 +179,138 @@ def at_equal_budget(steps_df: pd.DataFrame, budget: str = "samples_seen", value=
     measured = pd.DataFrame({metric: tail[metric].mean(), "reached": tail[column].max(), "at_step": tail["step"].max()})
     runs = steps_df[RUN_ID].drop_duplicates("run").merge(limits.reset_index(), on=by, how="left")
     return runs.merge(measured, left_on="run", right_index=True, how="left").assign(budget=budget)
+
+
+def _axis(budget: str) -> str:
+    """The column a budget is read on: what the number had trained on (steps stay steps)."""
+    check_choice("budget", budget, tuple(BUDGETS))
+    return TRAINED.get(budget, "step")
+
+
+def _common_budget(frame: pd.DataFrame, axis: str, metric: str, by: list, value) -> pd.DataFrame:
+    """Per group of `by`: the largest budget every ok run with a number reaches (or `value` for all)."""
+    groups = frame[by].drop_duplicates()
+    if value is not None:
+        return groups.assign(budget_value=float(value))
+    ok = frame[(frame["status"] == "ok") & frame[metric].notna()]
+    reached = ok.groupby(by + ["run"])[axis].max().groupby(by).min().rename("budget_value").reset_index()
+    return groups.merge(reached, on=by, how="left")
+
+
+def _segments(frame: pd.DataFrame, axis: str, metric: str, limits: pd.DataFrame, by: list) -> pd.DataFrame:
+    """Each run's points sorted on the axis, each with the point before it: the pieces of its linear curve."""
+    points = frame.dropna(subset=[metric, axis]).merge(limits, on=by, how="left")
+    points = points.sort_values(["run", axis], kind="stable").assign(s1=lambda d: d["step"])
+    points = points.assign(x1=points[axis], y1=points[metric])
+    before = points.groupby("run")[["x1", "y1", "s1"]].shift(1)
+    return points.assign(x0=before["x1"], y0=before["y1"], s0=before["s1"])
+
+
+def _linear(segments: pd.DataFrame, at: pd.Series, y: str = "y") -> pd.Series:
+    """The segment's line at `at` (its end point where it has no start or no width)."""
+    width = segments["x1"] - segments["x0"]
+    fraction = ((at - segments["x0"]) / width.where(width > 0)).fillna(1.0)
+    return segments[f"{y}0"].fillna(segments[f"{y}1"]) + fraction * (segments[f"{y}1"] - segments[f"{y}0"].fillna(0))
+
+
+def _read_point(segments: pd.DataFrame) -> pd.DataFrame:
+    """Each run's number and (fractional) step at its budget_value; NaN outside the run's range."""
+    at = segments["budget_value"]
+    holding = segments[(segments["x1"] >= at) & ((segments["x0"] <= at) | (segments["x1"] == at))]
+    first = holding.groupby("run").head(1)
+    return pd.DataFrame({"value": _linear(first, first["budget_value"]).to_numpy(),
+                         "at_step": _linear(first, first["budget_value"], "s").to_numpy()}, index=first["run"])
+
+
+def _read_interval(segments: pd.DataFrame, fraction: float) -> pd.DataFrame:
+    """Each run's mean over [(1 - fraction) B, B] of its piecewise-linear curve: the integral over the
+    interval divided by its width, so sparse and dense records weigh the same stretch of budget alike."""
+    high = segments["budget_value"]
+    low = (1 - fraction) * high
+    start, end = np.maximum(segments["x0"], low), np.minimum(segments["x1"], high)
+    piece = (end - start).clip(lower=0).fillna(0)
+    area = piece * (_linear(segments, start) + _linear(segments, end)) / 2
+    per_run = segments.assign(area=area.where(piece > 0, 0.0), low=low).groupby("run").agg(
+        area=("area", "sum"), first=("x1", "min"), last=("x1", "max"), low=("low", "first"),
+        high=("budget_value", "first"))
+    # a run counts only if its curve spans the whole interval (no extrapolation)
+    covered = ((per_run["first"] <= per_run["low"]) & (per_run["last"] >= per_run["high"])
+               & (per_run["high"] > per_run["low"]))
+    point = _read_point(segments)
+    if fraction == 0:
+        return point
+    value = (per_run["area"] / (per_run["high"] - per_run["low"])).where(covered)
+    return point.assign(value=value.reindex(point.index))
+
+
+def _read_runs(frame, axis: str, metric: str, limits: pd.DataFrame, by: list, fraction=None) -> pd.DataFrame:
+    """Each run's `metric` at the budget (fraction None) or over its last `fraction`, where it reaches it."""
+    segments = _segments(frame, axis, metric, limits, by)
+    read = _read_point(segments) if fraction is None else _read_interval(segments, fraction)
+    reached = segments.groupby("run")["x1"].max().clip(upper=segments.groupby("run")["budget_value"].first())
+    return read.rename(columns={"value": metric}).reindex(reached.index).assign(reached=reached)
+
+
+def _aligned(frame, budget, by, measured, limits) -> pd.DataFrame:
+    runs = frame[RUN_ID].drop_duplicates("run").merge(limits, on=by, how="left")
+    return runs.merge(measured, left_on="run", right_index=True, how="left").assign(budget=budget)
+
+
+def at_budget_point(frame: pd.DataFrame, budget: str = "samples_seen", metric: str = "loss",
+                    by=("regime", "arch"), value=None) -> pd.DataFrame:
+    """Each run's `metric` at one budget point common to the runs compared, interpolated between its points.
+
+    Samples and time are read on what a number had trained on (tables.with_trained_axes), so a run with
+    k times the batch meets the others where both have trained on the same samples. The budget is, per
+    group of `by`, the largest every ok run reaches (or `value`). Validation is interpolated linearly
+    between evaluations, never snapped to the last one before the budget (a slower run would be judged
+    a whole evaluation interval earlier). One row per run, failed runs included (NaN where they have none).
+    """
+    by, axis = list(by), _axis(budget)
+    limits = _common_budget(frame, axis, metric, by, value)
+    measured = _read_runs(frame, axis, metric, limits, by)
+    return _aligned(frame, budget, by, measured, limits)
+
+
+def over_budget_interval(frame: pd.DataFrame, budget: str = "samples_seen", metric: str = "loss",
+                         by=("regime", "arch"), fraction: float = 0.1, value=None) -> pd.DataFrame:
+    """Each run's `metric` averaged over the same budget interval, the last `fraction` of the common budget.
+
+    The average is the integral of the run's piecewise-linear curve over the interval divided by its
+    width, so it tames per-batch noise without depending on how many records a run has there (a window
+    of the last N records spans k times the samples for a run with k times the batch).
+    """
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be within [0, 1], not {fraction!r}")
+    by, axis = list(by), _axis(budget)
+    limits = _common_budget(frame, axis, metric, by, value)
+    measured = _read_runs(frame, axis, metric, limits, by, fraction)
+    return _aligned(frame, budget, by, measured, limits).assign(budget_low=lambda d: (1 - fraction) * d["budget_value"])
+
+
+CGD_BEHAVIOUR = ["steps", "n_beta", "beta_median", "beta_max", "beta_share_above_1", "restarts", "n_stalled",
+                 "mean_evals"]
+
+
+def cgd_behaviour(steps_df: pd.DataFrame, by=("regime", "arch")) -> pd.DataFrame:
+    """What CGD did step by step, per group of `by`, from the records of its runs (CGD.step_record): how
+    many steps used a beta, its median, largest value and share above 1 (a beta above 1 lengthens the
+    previous direction: momentum that grows), restarts by reason, stalled line searches, closure calls."""
+    by = list(by)
+    if "restarted" not in steps_df:
+        return pd.DataFrame(columns=by + CGD_BEHAVIOUR)
+    rows = []
+    for key, part in steps_df[steps_df["restarted"].notna()].groupby(by):
+        betas = part["beta"].dropna()
+        reasons = part.loc[part["restarted"].astype(bool), "restart_reason"].value_counts()
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "steps": len(part),
+                     "n_beta": len(betas), "beta_median": betas.median() if len(betas) else None,
+                     "beta_max": betas.max() if len(betas) else None,
+                     "beta_share_above_1": (betas > 1).mean() if len(betas) else None,
+                     "restarts": ", ".join(f"{reason} {count}" for reason, count in reasons.items()),
+                     "n_stalled": int(part["line_search_stalled"].astype(bool).sum()),
+                     "mean_evals": part["n_evals"].mean()})
+    return pd.DataFrame(rows, columns=by + CGD_BEHAVIOUR)
 
 
 def cell_summary(runs_df: pd.DataFrame, keys=CELL, metrics=tuple(CELL_METRICS)) -> pd.DataFrame:

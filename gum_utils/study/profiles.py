@@ -36,7 +36,7 @@ class Profile:
     parallel: str = "ddp"
     sweep_steps: int | None = None  # None: no tuning stage
     sweep_factors: tuple = SWEEP_FACTORS
-    sweep_seeds: tuple = (0,)
+    sweep_seeds: tuple = (1000,)  # none of the grid's: a tuned run never repeats the sweep run that chose it
     description: str = ""
 
     @property
