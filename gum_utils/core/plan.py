@@ -9,8 +9,12 @@ independent of the tracker, to check it. The command line is `python -m gum_util
 """
 
 import functools
+import hashlib
+import json
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
@@ -231,16 +235,12 @@ _NOT_MEMORY = ("seed", "steps", "lr", "fixed_batch", "eval_every", "eval_samples
 
 
 def _memory_key(config: RunConfig) -> str:
-    import json
-
     values = {key: value for key, value in config.to_dict().items() if key not in _NOT_MEMORY}
     return json.dumps(values, sort_keys=True)
 
 
 @functools.lru_cache(maxsize=256)
 def _cached_plan(key: str, micro_batch_size: int | None, seq_len: int | None) -> Plan:
-    import json
-
     return _traced_plan(RunConfig.from_dict(json.loads(key)), micro_batch_size, seq_len, None, None)
 
 
@@ -387,9 +387,6 @@ _TASKS = {"ForCausalLM": "llama", "ForMaskedLM": "modernbert", "ForImageClassifi
 
 def load_model_config(path: str):
     """A transformers config from a config.json (or its folder), offline, and its model class."""
-    import json
-    from pathlib import Path
-
     import transformers
     from transformers import AutoConfig
 
@@ -426,3 +423,61 @@ def plan_model_config(path: str, seq_len: int = 512, **run) -> tuple:
             return model_class(model_config)
 
     return config, model_config_template(model_config, arch, config.rank_batch_size, seq_len), make
+
+
+# ------------------------------------------------------------- the plan beside a run
+
+PLAN_CACHE_VARIABLE = "GUM_PLAN_CACHE"  # a folder for the runs' plans (default ~/.cache/gum/plans), or "off"
+
+
+def planned_peak_bytes(config: RunConfig) -> int | None:
+    """The predicted peak of a run's step, for its summary: traced once per configuration's memory
+    fields and code, then read from a JSON file. None where the planner does not model the run:
+    several processes (DDP buckets, FSDP shards) or the hub's data and checkpoints (their shapes
+    come from the hub). A configuration the planner cannot trace gives None: a run never fails for it.
+    With GUM_PLAN_CACHE=off, None for all (the tests of training do so: they test the planner apart)."""
+    if config.world_size > 1 or config.data != "embedded" or config.pretrained is not None \
+            or os.environ.get(PLAN_CACHE_VARIABLE) == "off":
+        return None
+    file = _plan_cache_folder() / f"{_plan_cache_key(config)}.json"
+    if file.exists():
+        return json.loads(file.read_text())["peak_bytes"]
+    try:
+        with torch.random.fork_rng(devices=[]):  # the run's random streams stay as they were
+            peak = plan(config).peak_bytes
+    except Exception:  # noqa: BLE001 (a prediction missing is recorded as None, the run stands)
+        return None
+    _write_atomically(file, json.dumps({"config": _memory_key(config), "peak_bytes": peak}))
+    return peak
+
+
+def _plan_cache_folder() -> Path:
+    folder = os.environ.get(PLAN_CACHE_VARIABLE) or Path(os.environ.get("XDG_CACHE_HOME") or
+                                                         Path.home() / ".cache") / "gum" / "plans"
+    return Path(folder)
+
+
+def _plan_cache_key(config: RunConfig) -> str:
+    return hashlib.sha256((_memory_key(config) + _planner_code()).encode()).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=1)
+def _planner_code() -> str:
+    """The code a plan depends on: the training layers' files and torch's and transformers' versions."""
+    import transformers
+
+    package = Path(__file__).resolve().parent.parent
+    files = sorted([package / "choices.py", *(p for layer in ("archs", "optim", "core") for p in
+                                              (package / layer).rglob("*.py"))])
+    digest = hashlib.sha256(f"torch=={torch.__version__} transformers=={transformers.__version__}".encode())
+    for path in files:
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _write_atomically(file: Path, text: str) -> None:
+    """Parallel workers may plan the same configuration: each writes whole, the last one stays."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    temporary = file.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, file)
