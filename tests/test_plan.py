@@ -165,3 +165,20 @@ def test_cli_refuses_a_bad_argument_naming_the_valid_forms_before_tracing(argv, 
     with pytest.raises(SystemExit):
         command.main(argv)
     assert valid in capsys.readouterr().err
+
+
+def test_where_micro_batch_1_does_not_fit_the_cli_says_which_single_change_would(capsys, monkeypatch):
+    """The search and the advice, on known peaks (no tracing): SGD's state is half of Adam's here."""
+    def known_peak(config, micro_batch_size=None, seq_len=None, template=None, make_model=None):
+        peak = {"sgd": 500, "adagrad": 800}.get(config.optimizer, 1000) // (2 if config.dtype == "bfloat16" else 1)
+        return planner.Plan(peak, dict.fromkeys(planner.BREAKDOWN_KEYS, 0), micro_batch_size or 1, 1)
+
+    monkeypatch.setattr(planner, "plan", known_peak)
+    command.main(["--arch", "llama", "--optimizer", "adam", "--batch-size", "2", "--memory", "600", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["fits"] is False and set(result["largest_micro_batch"].values()) == {None}
+    advice = [(option["change"], option["fits"]) for option in result["what_would_fit"]]
+    assert advice[:3] == [({"optimizer": "sgd"}, True), ({"dtype": "bfloat16"}, True), ({"optimizer": "adagrad"}, False)]
+    command.main(["--arch", "llama", "--optimizer", "adam", "--batch-size", "2", "--memory", "600"])
+    out = capsys.readouterr().out
+    assert "does not fit even at micro-batch 1" in out and "with {'optimizer': 'sgd'}: 0.0 MiB, fits" in out
