@@ -17,18 +17,18 @@ from gum_utils.core.plan import measured_peak, plan
 ACCUMULATED_BATCH = 16  # accumulation's batch; standard and checkpointing take the micro-batch as their batch
 
 
-def case_config(arch, size, optimizer, strategy, micro) -> RunConfig:
+def case_config(arch, size, optimizer, strategy, micro, batch=ACCUMULATED_BATCH) -> RunConfig:
     accumulates = strategy == "accumulation"
     return RunConfig(arch=arch, size=size, optimizer=optimizer, strategy=strategy,
-                     batch_size=ACCUMULATED_BATCH if accumulates else micro,
+                     batch_size=batch if accumulates else micro,
                      micro_batch_size=micro if accumulates else None)
 
 
-def check(config: RunConfig) -> dict:
+def check(config: RunConfig, device: str = "cpu") -> dict:
     started = time.perf_counter()
     predicted = plan(config)
     plan_s = time.perf_counter() - started
-    measured = measured_peak(config)
+    measured = measured_peak(config, device=device)
     return {"arch": config.arch, "size": config.size, "optimizer": config.optimizer, "strategy": config.strategy,
             "batch_size": config.batch_size, "micro_batch_size": config.effective_micro_batch_size,
             "predicted_bytes": predicted.peak_bytes, "measured_bytes": measured,
@@ -52,6 +52,8 @@ def main(argv=None):
     parser.add_argument("--optimizer", nargs="+", default=list(OPTIMIZERS))
     parser.add_argument("--strategy", nargs="+", default=list(STRATEGIES))
     parser.add_argument("--out", help="also write the JSON lines here")
+    parser.add_argument("--device", default="cpu", help="where the measured steps run (cuda: max_memory_allocated)")
+    parser.add_argument("--batch-size", type=int, default=ACCUMULATED_BATCH, help="accumulation's batch")
     args = parser.parse_args(argv)
     rows = []
     out = open(args.out, "w") if args.out else None
@@ -59,7 +61,8 @@ def main(argv=None):
         for optimizer in args.optimizer:
             for strategy in args.strategy:
                 for micro in args.micro:
-                    rows.append(check(case_config(arch, args.size, optimizer, strategy, micro)))
+                    config = case_config(arch, args.size, optimizer, strategy, micro, args.batch_size)
+                    rows.append(check(config, args.device))
                     line = json.dumps(rows[-1])
                     print(line, flush=True)
                     if out:

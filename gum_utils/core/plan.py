@@ -263,25 +263,38 @@ def _traced_plan(config: RunConfig, micro_batch_size, seq_len, template, make_mo
 
 # ----------------------------------------------------------------------- the check
 
-def measured_peak(config: RunConfig, seq_len: int | None = None) -> int:
-    """The peak of live CPU tensor bytes of the same two steps, run for real: model, optimizer
+def measured_peak(config: RunConfig, seq_len: int | None = None, device: str = "cpu") -> int:
+    """The peak of live tensor bytes of the same two steps, run for real: model, optimizer
     and the step's micro-batches are made inside the measurement (the data split is not).
 
-    Both steps run under the profiler: a tensor made before it started would be freed unseen."""
+    On the CPU both steps run under the profiler (a tensor made before it started would be freed
+    unseen); on a GPU the peak is `torch.cuda.max_memory_allocated` above what was allocated before."""
     micro, _ = _micro_batching(config, None)
     stream = BatchStream(architecture(config.arch), "train", data_shape(config, seq_len), config.rank_batch_size,
                          config.seed)
     batch, items = next(stream), stream.last_counts[0]
-    precision = precision_context(_CPU, config.dtype)
+    where = torch.device(device)
+    precision = precision_context(where, config.dtype)
 
     def two_steps():
         torch.manual_seed(config.seed)
-        model, optimizer = _build(config, lambda: architecture(config.arch).build_model(config.size))
-        micros = strategy_spec("accumulation").micro_batches(batch, micro)  # own storage per micro-batch
+        with where:
+            model, optimizer = _build(config, lambda: architecture(config.arch).build_model(config.size))
+        micros = [{key: value.to(where) for key, value in micro.items()}
+                  for micro in strategy_spec("accumulation").micro_batches(batch, micro)]  # own storage each
         for _ in range(2):
             _closure_step(model, optimizer, micros, items, precision)
 
-    return measure.tensor_peak_bytes(two_steps)
+    return measure.tensor_peak_bytes(two_steps) if where.type == "cpu" else _cuda_peak_bytes(two_steps, where)
+
+
+def _cuda_peak_bytes(fn, device) -> int:
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
 
 
 def _closure_step(model, optimizer, micros, items, precision):
