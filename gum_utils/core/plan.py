@@ -80,8 +80,12 @@ def data_shape(config: RunConfig, seq_len: int | None = None) -> DataShape:
 
 @functools.lru_cache(maxsize=32)
 def batch_template(arch: str, size: str, shape: DataShape, batch_size: int, seed: int = 0) -> BatchTemplate:
-    """Read from the run's real data, before any fake mode: counts need real labels."""
-    stream = BatchStream(architecture(arch), "train", shape, batch_size, seed)
+    """A training batch's layout, read from real data before any fake mode (counts need real labels).
+
+    Drawn from the validation split: its rows have the training rows' shapes, it is a tenth of the
+    size (ViT's paper-size training images take minutes to make), and a run has it loaded already.
+    Only the item count differs, and it divides the loss: it changes no memory."""
+    stream = BatchStream(architecture(arch), "val", shape, batch_size, seed)
     batch = next(stream)
     rows = tuple((key, tuple(value.shape[1:]), value.dtype) for key, value in batch.items())
     images = batch["pixel_values"].shape[1] if batch.get("pixel_values") is not None and \
