@@ -18,6 +18,7 @@ ALLOWED = {
     "optim": {"choices"},
     "core": {"choices", "archs", "optim"},
     "study": {"choices", "archs", "optim", "core"},
+    "plan": {"choices", "archs", "optim", "core"},  # the planner's command line (gum_utils/plan.py)
     "report": {"choices", "archs", "optim", "core", "study"},
 }
 

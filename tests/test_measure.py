@@ -114,3 +114,26 @@ def test_the_rss_high_water_mark_sees_a_peak_the_samples_miss():
         del peak
     summary = sampler.summary()
     assert summary["rss_high_water_bytes"] >= summary["peak_rss_bytes"] + 48 * 2**20
+
+
+def test_tensor_peak_bytes_is_the_exact_peak_of_live_tensors():
+    held = []
+
+    def run():
+        a = torch.empty(1000, dtype=torch.float32)  # 4000 bytes
+        b = torch.empty(2000, dtype=torch.float32)  # + 8000 = 12000
+        del a  # 8000
+        c = torch.empty(1000, dtype=torch.float64)  # + 8000 = 16000: the peak
+        del b, c  # 0
+        held.append(torch.empty(100, dtype=torch.int64))  # 800, kept past the end
+
+    assert measure.tensor_peak_bytes(run) == 16000
+
+
+def test_tensor_peak_bytes_ignores_what_was_live_before():
+    before = torch.empty(10**6)  # 4 MB live throughout, allocated outside
+
+    def run():
+        torch.empty(250, dtype=torch.float32).add_(before[:250])  # 1000 bytes, freed at once
+
+    assert measure.tensor_peak_bytes(run) == 1000

@@ -232,3 +232,19 @@ def test_the_final_evaluation_also_scores_the_test_half():
     final = result.evals[-1]
     assert final["test_loss"] > 0 and final["test_loss"] != final["val_loss"]
     assert result.summary["test_loss"] == final["test_loss"]
+
+
+def test_a_run_records_the_planned_peak_traced_once_per_configuration(tmp_path, monkeypatch):
+    from gum_utils.core import plan as planner
+
+    monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path))
+    config = cell("llama", "sgd", "standard", steps=1, batch_size=2)
+    first = train(config)
+    assert first.summary["planned_peak_bytes"] == planner.plan(config).peak_bytes > 0
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    monkeypatch.setattr(planner, "plan", lambda *a, **k: pytest.fail("traced again"))
+    again = train(cell("llama", "sgd", "standard", steps=2, batch_size=2, seed=1))  # the same memory
+    assert again.summary["planned_peak_bytes"] == first.summary["planned_peak_bytes"]
+    assert planner.planned_peak_bytes(cell("llama", "sgd", "standard", batch_size=2, world_size=2)) is None
+    monkeypatch.setenv("GUM_PLAN_CACHE", "off")
+    assert planner.planned_peak_bytes(config) is None

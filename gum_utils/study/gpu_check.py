@@ -34,6 +34,7 @@ ACTIVATION_MARGIN_BYTES = 2 * GIB  # rough room for activations at batch 1-8, so
 COLUMNS = [  # (heading, summary key, scale, format)
     ("step ms", "mean_step_time_s", 1e3, "{:.0f}"),
     ("peak GiB", "peak_memory_bytes", 1 / GIB, "{:.1f}"),
+    ("planned GiB", "planned_peak_bytes", 1 / GIB, "{:.1f}"),  # the memory planner's prediction (core/plan.py)
     ("util %", "mean_gpu_util_percent", 1, "{:.0f}"),
     ("power W", "mean_gpu_power_w", 1, "{:.0f}"),
     ("energy J", "energy_j", 1, "{:.0f}"),

@@ -1,0 +1,500 @@
+"""Will it fit? The memory of one training step, predicted without allocating it.
+
+`plan(config)` builds the run's real model, optimizer, strategy and batch shapes as fake
+tensors (`FakeTensorMode`: shapes and dtypes, no storage), gives the optimizer the state a
+first step leaves, and traces the next training step with PyTorch's own `MemTracker`: its
+peak of live tensor bytes and what was live at that peak. `measured_peak` runs two steps for
+real on the CPU and reads the peak from the profiler's allocator events, an instrument
+independent of the tracker, to check it. The command line is `python -m gum_utils.plan`.
+"""
+
+import functools
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..archs import architecture
+from ..archs.base import DataShape, for_training
+from ..optim import OPTIMIZERS, build_optimizer
+from . import measure
+from .batches import BatchStream
+from .config import RunConfig
+from .memory_sizes import GPU_MEMORY_GIB, gpu_memory, parse_memory  # noqa: F401 (the planner's budgets)
+from .strategies import strategy as strategy_spec
+from .trainer import forward_backward, precision_context
+
+BREAKDOWN_KEYS = ("params", "grads", "optimizer_state", "activations", "temporaries")
+# MemTracker's kinds of memory, in the breakdown's terms. The batch (tracked as "other")
+# is an input of the forward pass, so it counts with the activations.
+_KINDS = {
+    _MemRefType.PARAM: "params", _MemRefType.BUFFER: "params", _MemRefType.GRAD: "grads",
+    _MemRefType.OPT: "optimizer_state", _MemRefType.ACT: "activations", _MemRefType.OTH: "activations",
+    _MemRefType.TEMP: "temporaries",
+}
+_CPU = torch.device("cpu")
+
+
+@dataclass
+class Plan:
+    """A step's predicted peak (bytes) and what was live at that peak."""
+    peak_bytes: int
+    breakdown: dict
+    micro_batch_size: int
+    micro_batches: int
+    model_state_bytes: int = 0  # weights, gradients and optimizer state once the step is done
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"peak_bytes": self.peak_bytes, "breakdown": dict(self.breakdown),
+                "model_state_bytes": self.model_state_bytes,
+                "micro_batch_size": self.micro_batch_size, "micro_batches": self.micro_batches,
+                "notes": list(self.notes)}
+
+
+# ----------------------------------------------------------------------------- the batch
+
+@dataclass(frozen=True)
+class BatchTemplate:
+    """One row's shape and dtype per batch key, and the supervised items of the step's window."""
+    rows: tuple  # ((key, row shape, dtype), ...)
+    items: int
+    images_per_sample: int | None
+
+    def fake_batch(self, size: int) -> dict:
+        """A batch of `size` rows; under FakeTensorMode nothing is allocated."""
+        return {key: torch.empty((size, *shape), dtype=dtype) for key, shape, dtype in self.rows}
+
+
+def data_shape(config: RunConfig, seq_len: int | None = None) -> DataShape:
+    shape = architecture(config.arch).shape(config.size)
+    return shape if seq_len is None else replace(shape, seq_len=seq_len)
+
+
+@functools.lru_cache(maxsize=32)
+def batch_template(arch: str, size: str, shape: DataShape, batch_size: int, seed: int = 0) -> BatchTemplate:
+    """A training batch's layout, read from real data before any fake mode (counts need real labels).
+
+    Drawn from the validation split: its rows have the training rows' shapes, it is a tenth of the
+    size (ViT's paper-size training images take minutes to make), and a run has it loaded already.
+    Only the item count differs, and it divides the loss: it changes no memory."""
+    stream = BatchStream(architecture(arch), "val", shape, batch_size, seed)
+    batch = next(stream)
+    rows = tuple((key, tuple(value.shape[1:]), value.dtype) for key, value in batch.items())
+    images = batch["pixel_values"].shape[1] if batch.get("pixel_values") is not None and \
+        batch["pixel_values"].dim() == 5 else None
+    return BatchTemplate(rows, stream.last_counts[0], images)
+
+
+# ------------------------------------------------------------------ data-dependent steps
+
+class KnownAnswers(TorchDispatchMode):
+    """Answers the few reads of tensor values a fake trace cannot make, where the memory does not depend on them.
+
+    SmolVLM drops all-zero padding images (a boolean index: its size depends on the pixels)
+    and splits the image features per sample (`tolist()` of the per-sample image counts).
+    Our batches hold no padding image, so the index keeps every image and every sample has
+    `images_per_sample` of them; a check (a boolean read) passes. CGD reads dot products
+    (floats) to choose beta and restarts: every branch updates its state in place, so any
+    value (1.0) gives the same memory. Other reads fail with a clear error instead of a guess.
+    """
+
+    def __init__(self, images_per_sample: int | None):
+        super().__init__()
+        self.images_per_sample = images_per_sample
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        try:
+            return func(*args, **(kwargs or {}))  # fake mode knows constants (e.g. an optimizer's step count)
+        except (DataDependentOutputException, DynamicOutputShapeException):
+            if func is torch.ops.aten.index.Tensor and _is_mask_index(args[1]):
+                return _keep_all(args[0], args[1][0])
+            if func is torch.ops.aten._local_scalar_dense.default:
+                return self._scalar(args[0])
+            raise
+
+    def _scalar(self, tensor):
+        if tensor.dtype == torch.bool:
+            return True
+        if tensor.is_floating_point():
+            return 1.0
+        if self.images_per_sample is None:
+            raise ValueError("the planner cannot trace this model: its step reads an integer from the data "
+                             "(a data-dependent shape); only the study's image batches are known to it")
+        return self.images_per_sample
+
+
+def _is_mask_index(indices) -> bool:
+    return len(indices) == 1 and indices[0] is not None and indices[0].dtype == torch.bool
+
+
+def _keep_all(tensor, mask):
+    """tensor[mask] with every mask element true: a copy, rows flattened over the mask's dims."""
+    return tensor.reshape(-1, *tensor.shape[mask.dim():]).clone()
+
+
+# ----------------------------------------------------------------------------- the step
+
+def _train_step(model, optimizer, micros, items, precision) -> None:
+    """One step as train.Run takes it, with the closure called before optimizer.step():
+    the same memory, but MemTracker counts all it sees inside step() as optimizer state."""
+    optimizer.zero_grad(set_to_none=True)
+    forward_backward(model, micros, items, precision)
+    optimizer.step()
+
+
+def _prime_optimizer(model, optimizer) -> None:
+    """The optimizer's state as a first step leaves it, without tracing that step's forward and
+    backward (half the trace): a step on zero gradients (fake: nothing is allocated). A parameter
+    that would get no gradient gets state here; the study's models have none such (their plans
+    with a traced first step are the same to the byte, 4 architectures x 5 optimizers x 2 strategies)."""
+    for parameter in model.parameters():
+        if parameter.requires_grad:
+            parameter.grad = torch.zeros_like(parameter)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _resetting(tracker: MemTracker, precision):
+    """The forward's precision context, first clearing MemTracker's module statistics:
+    it refuses a second forward of the root module (a micro-batch, a step) otherwise."""
+    @contextmanager
+    def context():
+        tracker.reset_mod_stats()
+        with precision():
+            yield
+    return context
+
+
+def _build(config: RunConfig, make_model):
+    """The run's model (strategy applied) and optimizer; under fake mode nothing is allocated."""
+    model = make_model().train()
+    model.tie_weights()  # no_init_weights (below) leaves tied weights untied
+    strategy_spec(config.strategy).prepare(model)
+    options = {k: v for k, v in config.optimizer_options.items() if k != "line_search"}
+    return model, build_optimizer(config.optimizer, model.parameters(), config.resolved_lr, **options)
+
+
+def _fake_model_maker(config: RunConfig):
+    from transformers.initialization import no_init_weights
+
+    def make():
+        # Random initialisation reads values (trunc_normal_ needs a real scalar): skip it.
+        with no_init_weights():
+            return architecture(config.arch).build_model(config.size)
+    return make
+
+
+def _peak_snapshot(config: RunConfig, template: BatchTemplate, micro_batch_size: int, micro_batches: int,
+                   make_model) -> tuple[dict, dict]:
+    """MemTracker's snapshots of the second step: at its peak, and once it is done."""
+    with FakeTensorMode(), KnownAnswers(template.images_per_sample):
+        model, optimizer = _build(config, make_model)
+        micros = [template.fake_batch(micro_batch_size) for _ in range(micro_batches)]
+        tracker = MemTracker()
+        precision = _resetting(tracker, precision_context(_CPU, config.dtype))
+        _prime_optimizer(model, optimizer)
+        tracker.track_external(model, optimizer, micros)
+        with tracker:
+            _train_step(model, optimizer, micros, template.items, precision)
+        return tracker.get_tracker_snapshot("peak").get(_CPU, {}), tracker.get_tracker_snapshot().get(_CPU, {})
+
+
+def _breakdown(snapshot: dict) -> dict:
+    breakdown = dict.fromkeys(BREAKDOWN_KEYS, 0)
+    for kind, key in _KINDS.items():
+        breakdown[key] += snapshot.get(kind, 0)
+    return breakdown
+
+
+def _micro_batching(config: RunConfig, micro_batch_size: int | None) -> tuple[int, int]:
+    micro = micro_batch_size or config.effective_micro_batch_size
+    if not strategy_spec(config.strategy).splits_batch:
+        return micro, 1
+    return micro, -(-config.rank_batch_size // micro)
+
+
+def plan(config: RunConfig, micro_batch_size: int | None = None, seq_len: int | None = None,
+         template: BatchTemplate | None = None, make_model=None) -> Plan:
+    """The predicted peak of one training step of `config` (the second step), and its breakdown.
+
+    `micro_batch_size` overrides the config's (accumulation: the step's micro-batches of that
+    size make its batch; otherwise the whole step is one batch of that size). A study model's
+    plan (no `template`, no `make_model`) is traced once per process and configuration.
+    """
+    if template is None and make_model is None:
+        return _copy(_cached_plan(_memory_key(config), micro_batch_size, seq_len))
+    return _traced_plan(config, micro_batch_size, seq_len, template, make_model)
+
+
+# RunConfig fields that change nothing in one step's memory: plans differing only there are one.
+_NOT_MEMORY = ("seed", "steps", "lr", "fixed_batch", "eval_every", "eval_samples", "device", "sample_interval_s")
+
+
+def _memory_key(config: RunConfig) -> str:
+    values = {key: value for key, value in config.to_dict().items() if key not in _NOT_MEMORY}
+    return json.dumps(values, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_plan(key: str, micro_batch_size: int | None, seq_len: int | None) -> Plan:
+    return _traced_plan(RunConfig.from_dict(json.loads(key)), micro_batch_size, seq_len, None, None)
+
+
+def _copy(found: Plan) -> Plan:
+    return replace(found, breakdown=dict(found.breakdown), notes=list(found.notes))
+
+
+def _traced_plan(config: RunConfig, micro_batch_size, seq_len, template, make_model) -> Plan:
+    micro, count = _micro_batching(config, micro_batch_size)
+    template = template or batch_template(config.arch, config.size, data_shape(config, seq_len),
+                                          config.rank_batch_size, config.seed)
+    snapshot, after = _peak_snapshot(config, template, micro, count, make_model or _fake_model_maker(config))
+    state = sum(after.get(kind, 0) for kind in (_MemRefType.PARAM, _MemRefType.GRAD, _MemRefType.OPT))
+    notes = []
+    if config.optimizer_options.get("line_search"):
+        notes.append("CGD's line search repeats the forward/backward at the same peak; traced as one evaluation")
+    breakdown = _breakdown(snapshot)
+    return Plan(sum(breakdown.values()), breakdown, micro, count, state, notes)
+
+
+# ----------------------------------------------------------------------- the check
+
+def measured_peak(config: RunConfig, seq_len: int | None = None, device: str = "cpu") -> int:
+    """The peak of live tensor bytes of the same two steps, run for real: model, optimizer
+    and the step's micro-batches are made inside the measurement (the data split is not).
+
+    On the CPU both steps run under the profiler (a tensor made before it started would be freed
+    unseen); on a GPU the peak is `torch.cuda.max_memory_allocated` above what was allocated before."""
+    micro, _ = _micro_batching(config, None)
+    stream = BatchStream(architecture(config.arch), "train", data_shape(config, seq_len), config.rank_batch_size,
+                         config.seed)
+    batch, items = next(stream), stream.last_counts[0]
+    where = torch.device(device)
+    precision = precision_context(where, config.dtype)
+
+    def two_steps():
+        torch.manual_seed(config.seed)
+        with where:
+            model, optimizer = _build(config, lambda: architecture(config.arch).build_model(config.size))
+        micros = [{key: value.to(where) for key, value in micro.items()}
+                  for micro in strategy_spec("accumulation").micro_batches(batch, micro)]  # own storage each
+        for _ in range(2):
+            _closure_step(model, optimizer, micros, items, precision)
+
+    return measure.tensor_peak_bytes(two_steps) if where.type == "cpu" else _cuda_peak_bytes(two_steps, where)
+
+
+def _cuda_peak_bytes(fn, device) -> int:
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
+
+
+def _closure_step(model, optimizer, micros, items, precision):
+    def closure():
+        optimizer.zero_grad(set_to_none=True)
+        return forward_backward(model, micros, items, precision)
+    return optimizer.step(closure)
+
+
+# --------------------------------------------------------------------- budget search
+
+def _strategy_config(config: RunConfig, strategy: str) -> RunConfig | None:
+    """`config` under another strategy, at its batch (accumulation needs a batch of 2 or more)."""
+    values = dict(config.to_dict(), strategy=strategy, micro_batch_size=None)
+    if strategy == "accumulation":
+        if config.rank_batch_size < 2:
+            return None
+        values["micro_batch_size"] = 1  # any valid one: the search sets the micro-batch
+    return RunConfig.from_dict(values)
+
+
+def largest_fitting(peak, budget_bytes: int, upper: int) -> int | None:
+    """The largest m in [1, upper] with peak(m) <= budget (peak rising with m), or None.
+
+    The next probe is where the line through the two nearest traced points meets the budget
+    (activations grow linearly with the micro-batch, so it usually lands at once), or the
+    bracket's middle where that line points past it; every probe shrinks the bracket.
+    """
+    points = {1: peak(1)}
+    if points[1] > budget_bytes:
+        return None
+    low, high = 1, upper + 1  # low fits; high does not, or lies past the range
+    while high - low > 1:
+        probe = _probe(points, low, high, budget_bytes)
+        points[probe] = peak(probe)
+        if points[probe] <= budget_bytes:
+            low = probe
+        else:
+            high = probe
+    return low
+
+
+def _probe(points: dict, low: int, high: int, budget: int) -> int:
+    others = [m for m in points if m != low]
+    if not others:
+        return low + 1
+    other = min(others, key=lambda m: abs(m - low))
+    slope = (points[other] - points[low]) / (other - low)
+    guess = low + int((budget - points[low]) // slope) if slope > 0 else high
+    if guess < high:
+        return max(guess, low + 1)
+    # Past the bracket: try the top of the range once (all may fit), else halve the bracket
+    # (the line misleads on a curve bending up).
+    return high - 1 if high - 1 not in points and high - 1 == max(high - 1, *points) else (low + high) // 2
+
+
+def largest_micro_batch(config: RunConfig, budget_bytes: int, strategy: str | None = None,
+                        template: BatchTemplate | None = None, make_model=None, seq_len: int | None = None) -> dict:
+    """Per strategy: the largest micro-batch (at most the requested batch) whose step fits the budget.
+
+    Standard and checkpointing take their micro-batch as the whole batch: `fits` says whether the
+    requested batch does. Accumulation reaches the batch in `accumulation_steps` micro-batches of
+    `micro_batch_size`, the largest divisor of the batch that fits.
+    """
+    name = strategy or config.strategy
+    variant = _strategy_config(config, name)
+    batch = config.rank_batch_size
+    if variant is None:
+        return {"strategy": name, "largest_micro_batch": None, "fits": False, "reason": "batch of 1"}
+    def peak(micro):
+        return plan(variant, micro, seq_len, template, make_model).peak_bytes
+
+    largest = largest_fitting(peak, budget_bytes, batch)
+    result = {"strategy": name, "largest_micro_batch": largest, "fits": largest == batch}
+    if name == "accumulation":
+        divisor = max((d for d in range(1, (largest or 0) + 1) if batch % d == 0), default=None)
+        result.update(micro_batch_size=divisor, accumulation_steps=batch // divisor if divisor else None,
+                      fits=divisor is not None)
+    return result
+
+
+def what_would_fit(config: RunConfig, budget_bytes: int, seq_len: int | None = None) -> list[dict]:
+    """Where even micro-batch 1 does not fit: single changes (another optimizer, bfloat16,
+    checkpointing) and their peak at micro-batch 1, those that fit first."""
+    changes = [{"optimizer": name} for name in OPTIMIZERS if name != config.optimizer]
+    changes += [{"dtype": "bfloat16"}] if config.dtype != "bfloat16" else []
+    changes += [{"strategy": "checkpointing"}] if config.strategy != "checkpointing" else []
+    options = []
+    for change in changes:
+        values = dict(config.to_dict(), micro_batch_size=None, batch_size=1, **change)
+        values["strategy"] = change.get("strategy", "standard")  # at micro-batch 1 accumulation is standard
+        peak = plan(RunConfig.from_dict(values), seq_len=seq_len).peak_bytes
+        options.append({"change": change, "peak_bytes": peak, "fits": peak <= budget_bytes})
+    return sorted(options, key=lambda option: (not option["fits"], option["peak_bytes"]))
+
+
+# ------------------------------------------------------------------ a reader's own model
+
+# The task of a config.json, read from its "architectures" suffix, and the study's architecture
+# whose batch layout and training step it shares.
+_TASKS = {"ForCausalLM": "llama", "ForMaskedLM": "modernbert", "ForImageClassification": "vit"}
+
+
+def load_model_config(path: str):
+    """A transformers config from a config.json (or its folder), offline, and its model class."""
+    import transformers
+    from transformers import AutoConfig
+
+    file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
+    values = json.loads(file.read_text())
+    names = values.get("architectures") or []
+    kinds = [(name, arch) for name in names for suffix, arch in _TASKS.items() if name.endswith(suffix)]
+    if not kinds or not hasattr(transformers, kinds[0][0]):
+        raise ValueError(f"{file}: 'architectures' must name a transformers class ending in one of "
+                         f"{', '.join(_TASKS)} (a causal LM, a masked LM or an image classifier), got {names}")
+    config = AutoConfig.for_model(values.pop("model_type"), **values)
+    return for_training(config), getattr(transformers, kinds[0][0]), kinds[0][1]
+
+
+def model_config_template(config, arch: str, batch_size: int, seq_len: int) -> BatchTemplate:
+    """The batch layout of the study's `arch`, at the model's own vocabulary or image size."""
+    if arch == "vit":
+        rows = (("pixel_values", (config.num_channels, config.image_size, config.image_size), torch.float32),
+                ("labels", (), torch.int64))
+        return BatchTemplate(rows, batch_size, None)
+    rows = tuple((key, (seq_len,), torch.int64) for key in ("input_ids", "attention_mask", "labels"))
+    return BatchTemplate(rows, batch_size * seq_len, None)
+
+
+def plan_model_config(path: str, seq_len: int = 512, **run) -> tuple:
+    """(RunConfig, template, model maker) for a reader's config.json; `run` holds RunConfig fields."""
+    from transformers.initialization import no_init_weights
+
+    model_config, model_class, arch = load_model_config(path)
+    config = RunConfig(arch=arch, **run)
+
+    def make():
+        with no_init_weights():
+            return model_class(model_config)
+
+    return config, model_config_template(model_config, arch, config.rank_batch_size, seq_len), make
+
+
+# ------------------------------------------------------------- the plan beside a run
+
+PLAN_CACHE_VARIABLE = "GUM_PLAN_CACHE"  # a folder for the runs' plans (default ~/.cache/gum/plans), or "off"
+
+
+def planned_peak_bytes(config: RunConfig) -> int | None:
+    """The predicted peak of a run's step, for its summary: traced once per configuration's memory
+    fields and code, then read from a JSON file. None where the planner does not model the run:
+    several processes (DDP buckets, FSDP shards) or the hub's data and checkpoints (their shapes
+    come from the hub). A configuration the planner cannot trace gives None: a run never fails for it.
+    With GUM_PLAN_CACHE=off, None for all (the tests of training do so: they test the planner apart)."""
+    if config.world_size > 1 or config.data != "embedded" or config.pretrained is not None \
+            or os.environ.get(PLAN_CACHE_VARIABLE) == "off":
+        return None
+    file = _plan_cache_folder() / f"{_plan_cache_key(config)}.json"
+    if file.exists():
+        return json.loads(file.read_text())["peak_bytes"]
+    try:
+        with torch.random.fork_rng(devices=[]):  # the run's random streams stay as they were
+            peak = plan(config).peak_bytes
+    except Exception:  # noqa: BLE001 (a prediction missing is recorded as None, the run stands)
+        return None
+    _write_atomically(file, json.dumps({"config": _memory_key(config), "peak_bytes": peak}))
+    return peak
+
+
+def _plan_cache_folder() -> Path:
+    folder = os.environ.get(PLAN_CACHE_VARIABLE) or Path(os.environ.get("XDG_CACHE_HOME") or
+                                                         Path.home() / ".cache") / "gum" / "plans"
+    return Path(folder)
+
+
+def _plan_cache_key(config: RunConfig) -> str:
+    return hashlib.sha256((_memory_key(config) + _planner_code()).encode()).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=1)
+def _planner_code() -> str:
+    """The code a plan depends on: the training layers' files and torch's and transformers' versions."""
+    import transformers
+
+    package = Path(__file__).resolve().parent.parent
+    files = sorted([package / "choices.py", *(p for layer in ("archs", "optim", "core") for p in
+                                              (package / layer).rglob("*.py"))])
+    digest = hashlib.sha256(f"torch=={torch.__version__} transformers=={transformers.__version__}".encode())
+    for path in files:
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _write_atomically(file: Path, text: str) -> None:
+    """Parallel workers may plan the same configuration: each writes whole, the last one stays."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    temporary = file.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, file)

@@ -1,0 +1,117 @@
+"""`python -m gum_utils.plan`: will a training step fit? The command line over `gum_utils.core.plan`.
+
+    python -m gum_utils.plan --arch llama --size paper --optimizer adam --strategy accumulation \\
+        --batch-size 32 --micro-batch-size 4 [--seq-len 1024] [--dtype bfloat16] \\
+        [--memory 24GiB | --gpu A100-40GB] [--model-config PATH] [--json]
+
+Arguments are checked before anything is traced; torch loads only when a plan is made.
+"""
+
+from .core.config import RunConfig
+from .core.memory_sizes import GPU_MEMORY_GIB, MEMORY_FORMS, gpu_memory, parse_memory
+
+def _parser():
+    import argparse
+
+    from .archs import ARCHITECTURES, SIZES
+    from .core.config import DTYPES
+    from .core.strategies import STRATEGIES
+    from .optim import OPTIMIZERS
+
+    parser = argparse.ArgumentParser(prog="python -m gum_utils.plan",
+                                     description="Predict a training step's peak memory; with a budget, what fits.")
+    model = parser.add_mutually_exclusive_group()
+    model.add_argument("--arch", choices=ARCHITECTURES, default="llama")
+    model.add_argument("--model-config", metavar="PATH", help="a transformers config.json (causal LM, masked LM "
+                       "or image classifier) planned in place of --arch/--size")
+    parser.add_argument("--size", choices=SIZES, default="tiny")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
+    parser.add_argument("--strategy", choices=STRATEGIES, default="standard")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--micro-batch-size", type=int)
+    parser.add_argument("--seq-len", type=int, help="text length (default: the architecture's; 512 for --model-config)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--memory", help=f"a memory budget: {MEMORY_FORMS}")
+    budget.add_argument("--gpu", help=f"a GPU's memory as budget, one of: {', '.join(GPU_MEMORY_GIB)}")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def budget_bytes(args) -> int | None:
+    if args.memory is not None:
+        return parse_memory(args.memory)
+    return gpu_memory(args.gpu) if args.gpu is not None else None
+
+
+def run_options(args) -> dict:
+    """The RunConfig fields the command line sets, checked (a RunConfig validates them) before any tracing."""
+    run = dict(optimizer=args.optimizer, strategy=args.strategy, batch_size=args.batch_size,
+               micro_batch_size=args.micro_batch_size, dtype=args.dtype)
+    RunConfig(arch=args.arch, size=args.size, **run)
+    return run
+
+
+def run_cli(args, budget: int | None) -> dict:
+    """The plan of the command line's run, and with a budget what fits, as one dict."""
+    from .core import plan as core
+    from .core.strategies import STRATEGIES
+
+    run = run_options(args)
+    if args.model_config:
+        config, template, make = core.plan_model_config(args.model_config, args.seq_len or 512, **run)
+    else:  # the study's model: its plans are cached, and its data gives the batch
+        config, template, make = RunConfig(arch=args.arch, size=args.size, **run), None, None
+    result = core.plan(config, seq_len=args.seq_len, template=template, make_model=make).to_dict()
+    if budget is None:
+        return result
+    result.update(budget_bytes=budget, fits=result["peak_bytes"] <= budget)
+    searches = {name: core.largest_micro_batch(config, budget, name, template, make, args.seq_len)
+                for name in STRATEGIES}
+    result["largest_micro_batch"] = {name: found["largest_micro_batch"] for name, found in searches.items()}
+    result["strategies"] = searches
+    if not any(found["largest_micro_batch"] for found in searches.values()) and make is None:
+        result["what_would_fit"] = core.what_would_fit(config, budget, args.seq_len)
+    return result
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+def _report(result: dict) -> str:
+    lines = [f"predicted peak: {_gib(result['peak_bytes'])} ({result['peak_bytes']} bytes)"]
+    lines += [f"  {key:<16} {_gib(value)}" for key, value in result["breakdown"].items()]
+    lines += [f"note: {note}" for note in result["notes"]]
+    if "budget_bytes" in result:
+        lines.append(f"budget {_gib(result['budget_bytes'])}: {'fits' if result['fits'] else 'does not fit'}")
+        for name, found in result["strategies"].items():
+            largest = found["largest_micro_batch"]
+            text = "does not fit even at micro-batch 1" if largest is None else f"largest micro-batch {largest}"
+            if found.get("accumulation_steps"):
+                text += f"; {found['accumulation_steps']} x {found['micro_batch_size']} makes the batch"
+            lines.append(f"  {name:<14} {text}")
+        for option in result.get("what_would_fit", []):
+            mark = "fits" if option["fits"] else "does not fit"
+            lines.append(f"  at micro-batch 1 with {option['change']}: {_gib(option['peak_bytes'])}, {mark}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    import json
+    import sys
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        budget = budget_bytes(args)  # bad sizes and names fail here, before anything is traced
+        run_options(args)
+        result = run_cli(args, budget)
+    except ValueError as error:
+        parser.error(str(error))
+    print(json.dumps(result) if args.json else _report(result), file=sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
