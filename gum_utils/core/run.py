@@ -18,6 +18,7 @@ from pathlib import Path
 from ..archs import architecture
 from . import distributed
 from .config import RunConfig
+from .plan import planned_peak_bytes
 from .results import RunResult
 from .trainer import train_in_process
 
@@ -37,7 +38,11 @@ def train_model(config: RunConfig):
     config.validate()
     if config.world_size > 1 and not distributed.launched_as_rank():
         return launch(config)
-    return train_in_process(config)
+    result, model = train_in_process(config)
+    # The planner's prediction beside the measured peak: traced after training (timed steps see no
+    # tracing), once per configuration (cached on disk).
+    result.summary["planned_peak_bytes"] = planned_peak_bytes(config)
+    return result, model
 
 CONFIG, RESULT, STATE = "config.json", "result.json", "model.pt"
 OUTPUT_TAIL = 4000  # characters of torchrun's output kept in an error result

@@ -313,20 +313,11 @@ def train_in_process(config: RunConfig):
         run.result.environment["traceback"] = traceback.format_exc()
     _summarise(run.result, time.perf_counter() - started, sampler, run.device)
     run.result.summary["device_data_bytes"] = getattr(run, "device_data_bytes", 0)
-    run.result.summary["planned_peak_bytes"] = _planned_peak(config)
     _add_flops(run.result, getattr(run, "flops_per_step", None), config.dtype, run.ranks.world_size)
     if run.ranks.world_size > 1 and run.result.status in ("oom", "error"):
         raise distributed.RankFailed(run.result)
     run.result.summary.update(distributed.gather_memory(run.result.summary, run.result.memory, run.ranks))
     return run.result, run.model
-
-
-def _planned_peak(config: RunConfig) -> int | None:
-    """The memory planner's predicted peak for this run's step, beside the measured one; planned
-    after training (timed steps see no tracing) and cached on disk per configuration."""
-    from .plan import planned_peak_bytes  # the planner imports this module
-
-    return planned_peak_bytes(config)
 
 
 def _keep_last_finished_step(run: Run) -> None:
