@@ -27,7 +27,6 @@ from ..optim import OPTIMIZERS, build_optimizer
 from . import measure
 from .batches import BatchStream
 from .config import RunConfig
-from .memory_sizes import GPU_MEMORY_GIB, gpu_memory, parse_memory  # noqa: F401 (the planner's budgets)
 from .strategies import strategy as strategy_spec
 from .trainer import forward_backward, precision_context
 
