@@ -7,6 +7,7 @@ The package in layers; each imports only those above it in this list:
     optim/       the optimizer registry and our CGD
     core/        one run: RunConfig, strategies, the trainer, distributed runs, measurement
     study/       profiles, the grid on Dask, tuning, run paths, the notebooks' helpers
+    plan.py      the memory planner's command line (core/plan.py is the planner)
     report/      tables, statistics, claims, figures, the book (imports neither torch nor Dask)
 
 The names of the grid's axes, derived from the registries. Importing the package is cheap:
