@@ -1,3 +1,4 @@
+import subprocess
 import sys
 import time
 import types
@@ -107,33 +108,19 @@ def test_saved_tensor_meter_excludes_parameters():
     assert meter.bytes == x.numel() * 4  # the input is saved; the weight is a parameter
 
 
+HIGH_WATER = """
+import torch
+from gum_utils.core import measure
+sampler = measure.Sampler(torch.device("cpu"), interval_s=10.0)  # no sample falls inside the peak
+with sampler:
+    peak = torch.ones(256 * 2**20 // 4)  # 256 MiB, touched, then freed before the next sample
+    del peak
+summary = sampler.summary()
+print(summary["rss_high_water_bytes"] - summary["peak_rss_bytes"])
+"""
+
+
 def test_the_rss_high_water_mark_sees_a_peak_the_samples_miss():
-    sampler = measure.Sampler(torch.device("cpu"), interval_s=10.0)  # no sample falls inside the peak
-    with sampler:
-        peak = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched, then freed before the next sample
-        del peak
-    summary = sampler.summary()
-    assert summary["rss_high_water_bytes"] >= summary["peak_rss_bytes"] + 48 * 2**20
-
-
-def test_tensor_peak_bytes_is_the_exact_peak_of_live_tensors():
-    held = []
-
-    def run():
-        a = torch.empty(1000, dtype=torch.float32)  # 4000 bytes
-        b = torch.empty(2000, dtype=torch.float32)  # + 8000 = 12000
-        del a  # 8000
-        c = torch.empty(1000, dtype=torch.float64)  # + 8000 = 16000: the peak
-        del b, c  # 0
-        held.append(torch.empty(100, dtype=torch.int64))  # 800, kept past the end
-
-    assert measure.tensor_peak_bytes(run) == 16000
-
-
-def test_tensor_peak_bytes_ignores_what_was_live_before():
-    before = torch.empty(10**6)  # 4 MB live throughout, allocated outside
-
-    def run():
-        torch.empty(250, dtype=torch.float32).add_(before[:250])  # 1000 bytes, freed at once
-
-    assert measure.tensor_peak_bytes(run) == 1000
+    # A fresh process: in a long one the allocator may reuse pages already resident, and no peak shows.
+    done = subprocess.run([sys.executable, "-c", HIGH_WATER], capture_output=True, text=True, check=True)
+    assert int(done.stdout.strip().splitlines()[-1]) >= 192 * 2**20
