@@ -292,3 +292,16 @@ def test_the_warm_kernel_keeps_its_connection_file_in_its_own_folder_and_removes
     finally:
         warm.shutdown()
     assert not home.exists()
+
+
+def test_papermill_says_nothing_of_the_parameters_a_notebook_checks_itself(caplog):
+    import logging
+
+    from gum_utils.study import cell  # noqa: F401 (importing it quiets that one warning)
+
+    logger = logging.getLogger("papermill")
+    with caplog.at_level(logging.WARNING, logger="papermill"):
+        logger.warning("Passed unknown parameter: steps")
+        logger.warning("Input notebook does not contain a cell with tag 'parameters'")
+    assert [record.getMessage() for record in caplog.records] == [
+        "Input notebook does not contain a cell with tag 'parameters'"]

@@ -8,6 +8,7 @@ Imports no torch.
 """
 
 import functools
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,17 @@ from .kernels import KERNEL_ENV, ONE_CELL_AT_A_TIME, WARM
 from .scratch import cell_scratch
 
 STARTED_TOPIC = "gum-cell-started"  # a worker logs each start: the client counts the cells run again
+
+
+class _ParametersTheNotebookChecks(logging.Filter):
+    """A notebook's parameter cell names only the cell's axes; the notebook checks every other name
+    itself (a misspelt one fails it), so papermill's warning about each of them is noise in the grid."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Passed unknown parameter")
+
+
+logging.getLogger("papermill").addFilter(_ParametersTheNotebookChecks())
 
 
 @dataclass(frozen=True)
