@@ -25,6 +25,7 @@ from ..archs import architecture
 from ..archs.base import DataShape, for_training
 from ..optim import OPTIMIZERS, build_optimizer
 from . import measure
+from .code_digest import code_digest
 from .batches import BatchStream
 from .config import RunConfig
 from .strategies import strategy as strategy_spec
@@ -480,15 +481,10 @@ def _plan_cache_key(config: RunConfig) -> str:
 @functools.lru_cache(maxsize=1)
 def _planner_code() -> str:
     """The code a plan depends on: the training layers' files and torch's and transformers' versions."""
-    import transformers
-
     package = Path(__file__).resolve().parent.parent
     files = sorted([package / "choices.py", *(p for layer in ("archs", "optim", "core") for p in
                                               (package / layer).rglob("*.py"))])
-    digest = hashlib.sha256(f"torch=={torch.__version__} transformers=={transformers.__version__}".encode())
-    for path in files:
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    return code_digest(package, files)
 
 
 def _write_atomically(file: Path, text: str) -> None:

@@ -37,22 +37,20 @@ STEP_RECORD_KEYS = ("beta", "restarted", "restart_reason", "n_evals", "line_sear
 
 def local_shard(tensor: torch.Tensor) -> torch.Tensor:
     """What this process holds of a tensor: under FSDP2 a parameter is a DTensor, and that is its shard."""
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    return tensor.tolocal_shard() if isinstance(tensor, DTensor) else tensor
 
-
-_local = local_shard
 
 
 def _dot(xs, ys) -> float:
     """Dot product of two tensor lists seen as flat vectors, without flattening copies."""
-    total = torch.zeros((), dtype=torch.float64, device=_local(xs[0]).device)
+    total = torch.zeros((), dtype=torch.float64, device=local_shard(xs[0]).device)
     for x, y in zip(xs, ys):
-        total += torch.dot(_local(x).reshape(-1), _local(y).reshape(-1)).to(total)
+        total += torch.dot(local_shard(x).reshape(-1), local_shard(y).reshape(-1)).to(total)
     return float(_over_shards(total, xs, dist.ReduceOp.SUM))
 
 
 def _max_abs(xs) -> float:
-    norms = torch._foreach_norm([_local(x) for x in xs], math.inf)
+    norms = torch._foreach_norm([local_shard(x) for x in xs], math.inf)
     return float(_over_shards(reduce(torch.maximum, [n.to(norms[0].device) for n in norms]), xs, dist.ReduceOp.MAX))
 
 
@@ -306,7 +304,7 @@ class CGD(torch.optim.Optimizer):
         torch._foreach_add_(self._params, directions, alpha=-back)
         self._evaluate(closure)
         for p, g in zip(self._params, self._gradients()):
-            _local(self.state[p]["prev_grad"]).copy_(_local(g))
+            local_shard(self.state[p]["prev_grad"]).copy_(local_shard(g))
         torch._foreach_add_(self._params, directions, alpha=back)
 
     def _line_search_step(self, group, closure):
@@ -393,7 +391,7 @@ class CGD(torch.optim.Optimizer):
             slope = -gg
             stats.update(since_restart=1, restart_reason=reason, n_restarts=stats["n_restarts"] + 1)
         torch._foreach_sub_(directions, grads)
-        torch._foreach_copy_([_local(g) for g in prev_grads], [_local(g) for g in grads])  # DTensor has no foreach copy
+        torch._foreach_copy_([local_shard(g) for g in prev_grads], [local_shard(g) for g in grads])  # DTensor has no foreach copy
         return directions, slope
 
     def _scheduled_restart(self, group):

@@ -3,13 +3,13 @@ of torch and transformers. A cell whose fingerprint changed is run again; the re
 left out (a new figure does not change a number). Imports neither torch nor Dask.
 """
 
-import hashlib
-from importlib import metadata
 from pathlib import Path
+
+from ..core import code_digest
 
 PACKAGE = Path(__file__).resolve().parent.parent
 NOT_RESULTS = ("report",)  # folders of gum_utils whose code changes no result
-LIBRARIES = ("torch", "transformers")
+LIBRARIES = code_digest.LIBRARIES
 
 
 def fingerprinted_files(package: Path = PACKAGE) -> list[Path]:
@@ -19,11 +19,8 @@ def fingerprinted_files(package: Path = PACKAGE) -> list[Path]:
 
 
 def library_versions() -> str:
-    return " ".join(f"{name}=={metadata.version(name)}" for name in LIBRARIES)
+    return code_digest.library_versions(LIBRARIES)
 
 
 def code_fingerprint(package: Path = PACKAGE) -> str:
-    digest = hashlib.sha256(library_versions().encode())
-    for path in fingerprinted_files(package):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    return code_digest.code_digest(package, fingerprinted_files(package), LIBRARIES)
