@@ -37,8 +37,7 @@ STEP_RECORD_KEYS = ("beta", "restarted", "restart_reason", "n_evals", "line_sear
 
 def local_shard(tensor: torch.Tensor) -> torch.Tensor:
     """What this process holds of a tensor: under FSDP2 a parameter is a DTensor, and that is its shard."""
-    return tensor.tolocal_shard() if isinstance(tensor, DTensor) else tensor
-
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
 def _dot(xs, ys) -> float:
