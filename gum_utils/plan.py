@@ -1,7 +1,7 @@
 """`python -m gum_utils.plan`: will a training step fit? The command line over `gum_utils.core.plan`.
 
     python -m gum_utils.plan --arch llama --size paper --optimizer adam --strategy accumulation \\
-        --batch-size 32 --micro-batch-size 4 [--seq-len 1024] [--dtype bfloat16] \\
+        --batch-size 32 --micro-batch-size 4 [--seq-len 1024] [--dtype bfloat16] [--device cpu] \\
         [--memory 24GiB | --gpu A100-40GB] [--model-config PATH] [--json]
 
 Arguments are checked before anything is traced; torch loads only when a plan is made.
@@ -31,6 +31,9 @@ def _parser():
     parser.add_argument("--micro-batch-size", type=int)
     parser.add_argument("--seq-len", type=int, help="text length (default: the architecture's; 512 for --model-config)")
     parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="where the run would step (default cuda: torch's optimizers then step all tensors at "
+                             "once, and their full-size temporaries count)")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--memory", help=f"a memory budget: {MEMORY_FORMS}")
     budget.add_argument("--gpu", help=f"a GPU's memory as budget, one of: {', '.join(GPU_MEMORY_GIB)}")
@@ -47,7 +50,7 @@ def budget_bytes(args) -> int | None:
 def run_options(args) -> dict:
     """The RunConfig fields the command line sets, checked (a RunConfig validates them) before any tracing."""
     run = dict(optimizer=args.optimizer, strategy=args.strategy, batch_size=args.batch_size,
-               micro_batch_size=args.micro_batch_size, dtype=args.dtype)
+               micro_batch_size=args.micro_batch_size, dtype=args.dtype, device=args.device)
     RunConfig(arch=args.arch, size=args.size, **run)
     return run
 

@@ -58,20 +58,20 @@ def test_the_check_runs_with_only_torch_transformers_and_numpy_and_leaves_gpu_fi
     assert all(r["mean_step_time_s"] > 0 and r["mean_gpu_util_percent"] is None and r["mfu"] is None for r in rows)
     header, rule, first = done.stdout.split("\n\n")[1].splitlines()[:3]
     assert header.split()[:5] == ["arch", "optimizer", "strategy", "status", "step"]
-    assert first.split()[:4] == ["vit", "sgd", "standard", "ok"] and first.split()[7] == "-"  # util %
+    assert first.split()[:4] == ["vit", "sgd", "standard", "ok"] and first.split()[9] == "-"  # util %
 
 
 def test_the_table_formats_gpu_fields_and_explains_a_skipped_cell():
     config = gpu_check.RunConfig(arch="llama", size="paper", optimizer="adam")
     measured = gpu_check.row(config, {"mean_step_time_s": 0.4123, "peak_memory_bytes": 30 * gpu_check.GIB,
-                                      "planned_peak_bytes": 29 * gpu_check.GIB,
+                                      "planned_peak_bytes": 27 * gpu_check.GIB, "device_data_bytes": gpu_check.GIB,
                                       "mfu": 0.4561, "model_tflops_per_s": 30.5, "samples_per_s": 19.4},
                              {"mean_gpu_util_percent": 97.2, "mean_gpu_power_w": 650.0, "energy_j": 2600.0}, "ok")
     skipped = gpu_check.row(config, {}, {}, "skipped", "needs about 30.0 GiB, 20.0 GiB free on cpu")
     table = gpu_check.format_table([measured, skipped])
     cells = table.splitlines()[2].split()
-    assert cells[4:] == ["412", "30.0", "29.0", "97", "650", "2600", "30.50", "45.6", "19.4"]
-    assert table.splitlines()[3].split()[3:] == ["skipped"] + ["-"] * 9
+    assert cells[4:] == ["412", "30.0", "27.0", "1.0", "-6.7", "97", "650", "2600", "30.50", "45.6", "19.4"]
+    assert table.splitlines()[3].split()[3:] == ["skipped"] + ["-"] * 11
     assert "llama/adam/standard: needs about 30.0 GiB, 20.0 GiB free on cpu" in table
 
 

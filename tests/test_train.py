@@ -234,17 +234,22 @@ def test_the_final_evaluation_also_scores_the_test_half():
     assert result.summary["test_loss"] == final["test_loss"]
 
 
-def test_a_run_records_the_planned_peak_traced_once_per_configuration(tmp_path, monkeypatch):
+def test_a_run_records_the_planned_and_the_measured_tensor_peak_once_per_configuration(tmp_path, monkeypatch):
     from gum_utils.core import plan as planner
 
     monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path))
-    config = cell("llama", "sgd", "standard", steps=1, batch_size=2)
+    config = cell("llama", "sgd", "standard", steps=1, batch_size=2, seed=3)
     first = train(config)
-    assert first.summary["planned_peak_bytes"] == planner.plan(config).peak_bytes > 0
-    assert len(list(tmp_path.glob("*.json"))) == 1
+    planned, measured = first.summary["planned_peak_bytes"], first.summary["cpu_tensor_peak_bytes"]
+    assert planned == planner.plan(config).peak_bytes > 0
+    assert measured == planner.measured_peak(cell("llama", "sgd", "standard", batch_size=2))  # the key's seed
+    assert abs(planned - measured) <= 0.01 * measured  # two instruments, one step
+    assert len(list(tmp_path.glob("*.json"))) == 2
     monkeypatch.setattr(planner, "plan", lambda *a, **k: pytest.fail("traced again"))
+    monkeypatch.setattr(planner, "measured_peak", lambda *a, **k: pytest.fail("measured again"))
     again = train(cell("llama", "sgd", "standard", steps=2, batch_size=2, seed=1))  # the same memory
-    assert again.summary["planned_peak_bytes"] == first.summary["planned_peak_bytes"]
+    assert (again.summary["planned_peak_bytes"], again.summary["cpu_tensor_peak_bytes"]) == (planned, measured)
     assert planner.planned_peak_bytes(cell("llama", "sgd", "standard", batch_size=2, world_size=2)) is None
+    assert planner.cpu_tensor_peak_bytes(cell("llama", "sgd", "standard", batch_size=2, device="cuda")) is None
     monkeypatch.setenv("GUM_PLAN_CACHE", "off")
-    assert planner.planned_peak_bytes(config) is None
+    assert planner.planned_peak_bytes(config) is None and planner.cpu_tensor_peak_bytes(config) is None

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..archs import architecture
 from . import distributed
 from .config import RunConfig
-from .plan import planned_peak_bytes
+from .plan import cpu_tensor_peak_bytes, planned_peak_bytes
 from .results import RunResult
 from .trainer import train_in_process
 
@@ -39,9 +39,11 @@ def train_model(config: RunConfig):
     if config.world_size > 1 and not distributed.launched_as_rank():
         return launch(config)
     result, model = train_in_process(config)
-    # The planner's prediction beside the measured peak: traced after training (timed steps see no
-    # tracing), once per configuration (cached on disk).
+    # The planner's prediction beside the measured peaks, and on the CPU the peak of live tensor bytes
+    # (the profiler's allocator events): both taken after training, so timed steps see neither, and
+    # once per configuration (cached on disk).
     result.summary["planned_peak_bytes"] = planned_peak_bytes(config)
+    result.summary["cpu_tensor_peak_bytes"] = cpu_tensor_peak_bytes(config)
     return result, model
 
 CONFIG, RESULT, STATE = "config.json", "result.json", "model.pt"

@@ -255,10 +255,13 @@ def utilization_timeline(util_df, arch: str = "vit", regime: str = "shared", see
 def architectures_summary(runs_df, regime: str = "shared"):
     """Across architectures: validation loss per optimizer, and time, memory and utilization per strategy."""
     runs = _select(runs_df, regime=regime)
+    runs = runs.assign(peak_tensor_bytes=tensor_peak(runs))
+    tensors = runs["peak_tensor_bytes"].notna().any()  # older CPU results have only the process RSS
     fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
     panels = ((axes[0, 0], "val_loss", "optimizer", 1.0, "validation loss (nats), all strategies"),
               (axes[0, 1], "mean_step_time_s", "strategy", 1e3, "time per step (ms)"),
-              (axes[1, 0], "peak_memory_bytes", "strategy", 1 / MIB, "peak memory (MiB)"),
+              (axes[1, 0], "peak_tensor_bytes" if tensors else "peak_memory_bytes", "strategy", 1 / MIB,
+               "peak memory (MiB, live tensors)" if tensors else "peak memory (MiB, process)"),
               (axes[1, 1], "utilization_percent", "strategy", 1.0, _utilization_label(runs)))
     for ax, value, hue, scale, label in panels:
         _bars(ax, runs, value, "arch", hue, OPTIMIZER_COLORS if hue == "optimizer" else STRATEGY_COLORS, scale)

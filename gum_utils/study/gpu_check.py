@@ -35,6 +35,8 @@ COLUMNS = [  # (heading, summary key, scale, format)
     ("step ms", "mean_step_time_s", 1e3, "{:.0f}"),
     ("peak GiB", "peak_memory_bytes", 1 / GIB, "{:.1f}"),
     ("planned GiB", "planned_peak_bytes", 1 / GIB, "{:.1f}"),  # the memory planner's prediction (core/plan.py)
+    ("data GiB", "device_data_bytes", 1 / GIB, "{:.1f}"),  # the training split, where it lives on the GPU
+    ("plan err %", "plan_error_percent", 1, "{:+.1f}"),  # (planned step + data - peak) / peak
     ("util %", "mean_gpu_util_percent", 1, "{:.0f}"),
     ("power W", "mean_gpu_power_w", 1, "{:.0f}"),
     ("energy J", "energy_j", 1, "{:.0f}"),
@@ -82,9 +84,18 @@ def check_configs(args) -> list[RunConfig]:
     return configs
 
 
+def plan_error_percent(summary: dict) -> float | None:
+    """How far the planner's step, plus the training split kept on the GPU, is from the measured peak."""
+    planned, peak = summary.get("planned_peak_bytes"), summary.get("peak_memory_bytes")
+    if not planned or not peak:
+        return None
+    return 100 * (planned + (summary.get("device_data_bytes") or 0) - peak) / peak
+
+
 def row(config: RunConfig, summary: dict, utilization: dict, status: str, note: str = "") -> dict:
     values = {**summary, **{key: utilization.get(key) for key in ("mean_gpu_util_percent", "mean_gpu_power_w",
-                                                                   "energy_j")}}
+                                                                   "energy_j")},
+              "plan_error_percent": plan_error_percent(summary)}
     return {"arch": config.arch, "optimizer": config.optimizer, "strategy": config.strategy, "status": status,
             **{key: values.get(key) for _, key, _, _ in COLUMNS}, "note": note}
 
@@ -106,7 +117,8 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(out + ([""] + notes if notes else []))
 
 
-def run_check(configs: list[RunConfig], echo=print) -> list[dict]:
+def run_check(configs: list[RunConfig], echo=print, out: Path | None = None) -> list[dict]:
+    """Each cell in turn; with `out`, the rows so far are written after every cell (a check cut short keeps them)."""
     rows = []
     for number, config in enumerate(configs, 1):
         device = resolve_device(config.device)
@@ -119,10 +131,18 @@ def run_check(configs: list[RunConfig], echo=print) -> list[dict]:
             rows.append(row(config, result.summary, result.utilization, result.status, result.error or ""))
         echo(f"[{number}/{len(configs)}] {config.arch} {config.optimizer} {config.strategy}: "
              f"{rows[-1]['status']} in {time.perf_counter() - started:.1f} s", flush=True)
+        if out:
+            _write_rows(out, rows)
         gc.collect()  # free this cell's model before the next one is built
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return rows
+
+
+def _write_rows(out: Path, rows: list[dict]) -> None:
+    temporary = out.with_suffix(".tmp")
+    temporary.write_text(json.dumps(rows, indent=1))
+    temporary.replace(out)
 
 
 def parse_args(argv=None):
@@ -151,15 +171,13 @@ def main(argv=None) -> int:
         print("NVML readings (utilization, power, energy) need NVIDIA's binding: pip install nvidia-ml-py; "
               "the check runs without them", flush=True)
     started = time.perf_counter()
-    rows = run_check(check_configs(args))
+    rows = run_check(check_configs(args), out=args.out)
     print()
     print(format_table(rows))
     print(f"\n{len(rows)} cells in {(time.perf_counter() - started) / 60:.1f} min on "
           f"{torch.cuda.get_device_name() if args.device != 'cpu' and torch.cuda.is_available() else 'the CPU'}; "
           "util % is NVML's share of time a kernel ran, not how busy the cores were; MFU counts model FLOPs "
           "(see gum_utils/flops.py) against the device's dense peak.")
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=1))
     failed = [r for r in rows if r["status"] not in ("ok", "skipped")]
     return 1 if failed else 0
 
