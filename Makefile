@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HTML := book/_build/html/index.html
 
-.PHONY: reproduce test grid analysis book check-book browser bench gpu-check paper-smoke clean
+.PHONY: reproduce test grid guide analysis book check-book browser bench gpu-check paper-smoke clean
 
 # pip's and the build backend's chatter goes to a log, shown only if the install fails.
 $(STAMP): pyproject.toml constraints.txt
@@ -24,13 +24,20 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
+# The decision guide's paper-size plans (about 10 minutes of both cores once, then cached): not for smoke.
+GUIDE ?= $(if $(filter smoke,$(PROFILE)),,guide)
+
 reproduce: $(STAMP)
 	$(PY) -m gum_utils.study.grid $(GRID_ARGS)
+	$(if $(GUIDE),$(MAKE) --no-print-directory guide)
 	$(MAKE) --no-print-directory book PROFILE=$(PROFILE)
 	@echo "The book: $(abspath $(HTML))"
 
 grid: $(STAMP)
 	$(PY) -m gum_utils.study.grid $(GRID_ARGS)
+
+guide: $(STAMP)
+	$(PY) -m gum_utils.study.guide --workers $(JOBS)
 
 book: $(STAMP)
 	$(PY) -m gum_utils.report.book --profile $(PROFILE)

@@ -37,6 +37,9 @@ def _parser():
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--memory", help=f"a memory budget: {MEMORY_FORMS}")
     budget.add_argument("--gpu", help=f"a GPU's memory as budget, one of: {', '.join(GPU_MEMORY_GIB)}")
+    parser.add_argument("--results", metavar="PROFILE", default="cpu",
+                        help="whose measured runs give each strategy's time cost (book/runs/PROFILE; default cpu); "
+                             "without them the FLOP count does")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -72,10 +75,26 @@ def run_cli(args, budget: int | None) -> dict:
     searches = {name: core.largest_micro_batch(config, budget, name, template, make, args.seq_len)
                 for name in STRATEGIES}
     result["largest_micro_batch"] = {name: found["largest_micro_batch"] for name, found in searches.items()}
+    for name, found in searches.items():
+        found["time_cost"], found["time_source"] = time_cost(None if args.model_config else args.arch, name,
+                                                             args.results)
     result["strategies"] = searches
     if not any(found["largest_micro_batch"] for found in searches.values()) and make is None:
         result["what_would_fit"] = core.what_would_fit(config, budget, args.seq_len)
     return result
+
+
+def time_cost(arch: str | None, strategy: str, profile: str) -> tuple[float, str]:
+    """A strategy's time per sample relative to standard: measured by a profile's runs of `arch`
+    where they exist, else the FLOP count (report/guide.py), with its source."""
+    from pathlib import Path
+
+    from .report import guide, tables
+
+    runs_root = Path(__file__).resolve().parent.parent / "book" / "runs" / profile
+    costs = guide.time_costs(tables.runs_table(runs_root) if arch and runs_root.is_dir() else None)
+    cost, source = guide.time_cost(costs, arch, strategy)
+    return cost, f"{source} of the {profile} profile" if source.startswith("measured") else source
 
 
 def _gib(nbytes: int) -> str:
@@ -93,6 +112,7 @@ def _report(result: dict) -> str:
             text = "does not fit even at micro-batch 1" if largest is None else f"largest micro-batch {largest}"
             if found.get("accumulation_steps"):
                 text += f"; {found['accumulation_steps']} x {found['micro_batch_size']} makes the batch"
+            text += f"; time per sample x{found['time_cost']:.2f} of standard ({found['time_source']})"
             lines.append(f"  {name:<14} {text}")
         for option in result.get("what_would_fit", []):
             mark = "fits" if option["fits"] else "does not fit"

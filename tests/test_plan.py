@@ -144,8 +144,11 @@ def test_gpus_by_name_at_their_nominal_size_and_an_unknown_one_names_the_table()
 
 def test_cli_json_has_peak_breakdown_fits_and_largest_micro_batch(capsys):
     command.main(["--arch", "llama", "--strategy", "accumulation", "--batch-size", "2", "--micro-batch-size", "1",
-                  "--memory", "1GiB", "--json"])
+                  "--memory", "1GiB", "--results", "no-such-profile", "--json"])
     result = json.loads(capsys.readouterr().out)
+    costs = {name: (found["time_cost"], found["time_source"]) for name, found in result["strategies"].items()}
+    assert costs == {"standard": (1.0, "FLOP count"), "checkpointing": (4 / 3, "FLOP count"),
+                     "accumulation": (1.0, "FLOP count")}  # no measured runs: the FLOP count, labelled
     assert set(result["breakdown"]) == set(planner.BREAKDOWN_KEYS)
     assert result["peak_bytes"] == sum(result["breakdown"].values())
     assert result["fits"] is True

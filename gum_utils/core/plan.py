@@ -482,11 +482,23 @@ def cpu_tensor_peak_bytes(config: RunConfig) -> int | None:
                                    lambda: measured_peak(RunConfig.from_dict(json.loads(_memory_key(config)))))
 
 
-def _once_per_configuration(config: RunConfig, field_name: str, compute) -> int | None:
+def cached_peak_bytes(config: RunConfig) -> int | None:
+    """The planned peak already on disk (None: not traced yet, or not cached)."""
+    file = _cache_file(config, "peak_bytes")
+    return json.loads(file.read_text())["peak_bytes"] if file and file.exists() else None
+
+
+def _cache_file(config: RunConfig, field_name: str) -> Path | None:
     if config.world_size > 1 or config.data != "embedded" or config.pretrained is not None \
             or os.environ.get(PLAN_CACHE_VARIABLE) == "off":
         return None
-    file = _plan_cache_folder() / f"{_plan_cache_key(config)}.{field_name}.json"
+    return _plan_cache_folder() / f"{_plan_cache_key(config)}.{field_name}.json"
+
+
+def _once_per_configuration(config: RunConfig, field_name: str, compute) -> int | None:
+    file = _cache_file(config, field_name)
+    if file is None:
+        return None
     if file.exists():
         return json.loads(file.read_text())[field_name]
     try:
@@ -505,11 +517,11 @@ def _plan_cache_folder() -> Path:
 
 
 def _plan_cache_key(config: RunConfig) -> str:
-    return hashlib.sha256((_memory_key(config) + _planner_code()).encode()).hexdigest()[:32]
+    return hashlib.sha256((_memory_key(config) + planner_code()).encode()).hexdigest()[:32]
 
 
 @functools.lru_cache(maxsize=1)
-def _planner_code() -> str:
+def planner_code() -> str:
     """The code a plan depends on: the training layers' files and torch's and transformers' versions."""
     package = Path(__file__).resolve().parent.parent
     files = sorted([package / "choices.py", *(p for layer in ("archs", "optim", "core") for p in

@@ -148,6 +148,7 @@ def chapters(profile: str, runs_root: Path, book_dir: Path, archs: list[str]) ->
     pages += [Chapter("architecture", f"{report}/architecture-{arch}", dict(common, arch=arch),
                       {"arch": arch, "arch_title": arch_title(arch)}) for arch in archs]
     pages += [Chapter(name, f"{report}/{name}", dict(common), {}) for name in ("overview", "claims", "environment")]
+    pages.insert(-1, Chapter("guide", f"{report}/guide", dict(common, guide_file=paths.GUIDE_IN_BOOK), {}))
     return pages
 
 
@@ -270,7 +271,7 @@ def toc(profile: str, analysis: list[Chapter], appendix: list[dict]) -> dict:
     for chapter in analysis:
         by_template.setdefault(chapter.template, []).append({"file": chapter.page})
     study = [{"file": "methods", "sections": by_template["setup"]}] + by_template["architecture"]
-    study += by_template["overview"] + by_template["claims"]
+    study += by_template["overview"] + by_template["claims"] + by_template["guide"]
     return {
         "format": "jb-book",
         "root": "intro",

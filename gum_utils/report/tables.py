@@ -18,7 +18,7 @@ RUN_ID = ["run", "profile", "regime", "arch", "optimizer", "strategy", "seed", "
 MEMORY_PARTS = ("params", "grads", "optimizer_state", "activations")
 SUMMARY_COLUMNS = ["final_loss", "val_loss", "val_accuracy", "val_perplexity", "mean_step_time_s", "total_time_s",
                    "samples_per_s", "tokens_per_s", "peak_memory_bytes", "cuda_max_allocated_bytes",
-                   "cuda_max_reserved_bytes", "cpu_tensor_peak_bytes", "peak_rss_bytes",
+                   "cuda_max_reserved_bytes", "cpu_tensor_peak_bytes", "peak_rss_bytes", "planned_peak_bytes",
                    "flops_per_step", "model_tflops_per_s", "mfu"]
 # world_size and parallel tell a multi-process run from a one-process one (parallel None there).
 RUN_COLUMNS = (RUN_ID + ["micro_batch_size", "world_size", "parallel", "steps", "dtype", "data", "error"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The rate may hold "-" (e.g. 1e-05), so it is matched last but for the seed.
+GUIDE_IN_BOOK = "plans/guide.json"  # the decision guide's plans, relative to the book folder
 STEM = re.compile(r"^(?P<optimizer>[a-z]+)-(?:lr(?P<lr>.+)|(?P<strategy>[a-z]+))-s(?P<seed>\d+)$")
 
 
