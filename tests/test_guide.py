@@ -43,12 +43,15 @@ def test_the_largest_micro_batch_for_a_budget_between_two_points_is_the_lower_on
 
 def test_the_fastest_strategy_that_reaches_the_batch_uses_the_measured_costs():
     costs = pd.DataFrame([{"arch": "llama", "strategy": "checkpointing", "time_cost": 1.3, "source": "measured"},
-                          {"arch": "llama", "strategy": "accumulation", "time_cost": 1.1, "source": "measured"}])
+                          {"arch": "llama", "strategy": "accumulation", "time_cost": 1.1, "source": "measured"},
+                          {"arch": "llama", "strategy": "standard", "time_cost": 1.0, "source": "measured"}])
     fits = guide.fits_table(KNOWN, costs, memory_gib=(16, 24, 40, 48)).set_index("memory_gib")
     assert fits.loc[16, "fastest"].startswith("none")  # even micro-batch 1 needs 19 GiB
     assert fits.loc[24, ["standard", "checkpointing", "accumulation"]].tolist() == ["8", "32", "8 x 4"]
     assert (fits.loc[24, "fastest"], fits.loc[24, "time_cost"]) == ("accumulation", 1.1)  # 1.1 < 1.3
-    assert (fits.loc[48, "fastest"], fits.loc[48, "time_cost"], fits.loc[48, "source"]) == ("standard", 1.0, "FLOP count")
+    assert (fits.loc[48, "fastest"], fits.loc[48, "time_cost"]) == ("standard", 1.0)  # it fits: nothing is faster
+    cheaper = costs.assign(time_cost=[1.3, 0.9, 1.0])  # accumulation measured cheaper per sample than standard
+    assert guide.fits_table(KNOWN, cheaper, memory_gib=(48,)).loc[0, "fastest"] == "standard"
     no_runs = guide.fits_table(KNOWN, guide.time_costs(None), memory_gib=(24,))
     assert (no_runs.loc[0, "fastest"], no_runs.loc[0, "time_cost"]) == ("accumulation", 1.0)  # FLOPs: 1 < 4/3
 
