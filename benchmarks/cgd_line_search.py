@@ -9,12 +9,17 @@ stopped on a bracket below float resolution; then scipy.optimize.minimize(method
 """
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 from scipy.optimize import minimize
 
 from gum_utils.optim.cgd import CGD
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from helpers import quadratic_closure  # noqa: E402 (the tests' quadratic, one copy)
 
 N, LOG10_KAPPA, GTOL = 50, 4.0, 1e-4
 
@@ -28,13 +33,7 @@ def problem(seed=0):
 def run_ours(a, b, dtype, steps, beta):
     x = torch.zeros(N, dtype=dtype, requires_grad=True)
     optimizer = CGD([x], beta=beta, line_search="strong_wolfe")
-    at, bt = torch.tensor(a, dtype=dtype), torch.tensor(b, dtype=dtype)
-
-    def closure():
-        optimizer.zero_grad()
-        loss = 0.5 * x @ at @ x - bt @ x
-        loss.backward()
-        return loss
+    closure = quadratic_closure(x, a, b, optimizer)
 
     norms, evals, reached = [], [], None
     for step in range(1, steps + 1):

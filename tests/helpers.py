@@ -16,3 +16,17 @@ def model_and_batch(arch: str, batch_size: int = 8, seed: int = 0):
 
 def gradients(model) -> dict:
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+
+def quadratic_closure(x, a, b, optimizer):
+    """The closure of f(x) = x'Ax/2 - b'x over the one tensor `x`, in x's dtype (CGD's line-search problems)."""
+    a, b = torch.as_tensor(a, dtype=x.dtype), torch.as_tensor(b, dtype=x.dtype)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = 0.5 * x @ a @ x - b @ x
+        loss.backward()
+        return loss
+
+    return closure

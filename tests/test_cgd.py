@@ -8,6 +8,7 @@ import torch
 from scipy.optimize import minimize, rosen, rosen_der
 
 from gum_utils.optim.cgd import CGD
+from helpers import quadratic_closure
 
 BETAS = ("pr+", "fr", "hs", "dy")
 N = 20
@@ -20,18 +21,6 @@ def spd_problem(n=N, log10_condition=1.0, seed=0):
     a = q @ np.diag(np.logspace(0, log10_condition, n)) @ q.T
     b = rng.standard_normal(n)
     return a, b
-
-
-def quadratic_closure(x, a, b, optimizer):
-    a, b = torch.tensor(a), torch.tensor(b)
-
-    def closure():
-        optimizer.zero_grad()
-        loss = 0.5 * x @ a @ x - b @ x
-        loss.backward()
-        return loss
-
-    return closure
 
 
 def solve_quadratic(beta, line_search, max_steps, **options):
@@ -380,14 +369,7 @@ def ill_conditioned_run(dtype, max_steps, stop_at_gtol=False):
     a, b = spd_problem(n=KAPPA_N, log10_condition=4.0)
     x = torch.zeros(KAPPA_N, dtype=dtype, requires_grad=True)
     optimizer = CGD([x], line_search="strong_wolfe")
-    at, bt = torch.tensor(a, dtype=dtype), torch.tensor(b, dtype=dtype)
-
-    def closure():
-        optimizer.zero_grad()
-        loss = 0.5 * x @ at @ x - bt @ x
-        loss.backward()
-        return loss
-
+    closure = quadratic_closure(x, a, b, optimizer)
     history = []
     for _ in range(max_steps):
         optimizer.step(closure)
