@@ -224,3 +224,18 @@ def test_the_methods_page_states_the_alignment_and_tolerance_the_code_uses():
     assert f"the last {claims.BUDGET_FRACTION * 100:g} %" in methods
     assert float(re.search(r"relative difference below ([0-9.e-]+),", methods).group(1)) == FLOAT_TOLERANCE
     assert "Holm-Bonferroni" in methods and "held-out test split" in methods
+
+
+def test_the_rate_sensitivity_sentence_names_each_verdict_that_moves_between_regimes():
+    import pandas as pd
+
+    rows = [("shared", "equal steps", HOLDS), ("tuned", "equal steps", HOLDS),
+            ("shared", "equal time", HOLDS), ("tuned", "equal time", NOT_DISTINGUISHABLE),
+            ("shared", "equal samples", HOLDS)]  # not in both regimes: left out
+    table = pd.DataFrame([{"claim": "(a) accumulation lowers the loss", "regime": regime, "arch": "vit",
+                           "comparison": "accumulation/standard", "budget_view": view, "verdict": verdict}
+                          for regime, view, verdict in rows])
+    sentence = claims.rate_sensitivity(table)
+    assert "Of claim (a)'s 2 comparisons made in both regimes" in sentence and "1 reach the same verdict" in sentence
+    assert f"vit, equal time, accumulation/standard: {HOLDS} (shared) -> {NOT_DISTINGUISHABLE} (tuned)" in sentence
+    assert "is not shown" in claims.rate_sensitivity(table[table["regime"] == "shared"])
