@@ -125,12 +125,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                         help="processes tracing at once (each holds one paper-size fake model)")
+    parser.add_argument("--arch", nargs="+", default=list(ARCHITECTURES), choices=ARCHITECTURES,
+                        help="the architectures the guide covers (default all)")
     parser.add_argument("--out", type=Path, default=GUIDE_FILE)
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error("--workers must be >= 1")
     started = time.perf_counter()
-    guide = build_guide(workers=args.workers)
+    guide = build_guide(archs=tuple(args.arch), workers=args.workers)
     failed = [row for row in guide["plans"] if row["error"]]
     path = write_guide(guide, args.out)
     print(f"{len(guide['plans'])} plans ({len(failed)} failed) in {(time.perf_counter() - started) / 60:.1f} min: {path}")
