@@ -57,6 +57,7 @@ test: $(STAMP) browser
 bench: $(STAMP)
 	$(PY) benchmarks/step_overhead.py
 	$(PY) benchmarks/dask_overhead.py
+	$(PY) benchmarks/plan_overhead.py
 
 # On a GPU machine's own Python (torch, transformers, numpy suffice): no virtual env, no CPU torch.
 gpu-check:
