@@ -7,8 +7,9 @@ profile's shapes (standard and checkpointing at its batch, accumulation at `accu
 that batch in micro-batches of it). For Adam, the peak of each strategy at micro-batches
 1, 2, 4, ... up to the guide's batch (the accumulation run's batch): the points the book draws
 and from which it reads, for common GPU sizes, what fits. Planned for a GPU in float32. Plans are
-cached on disk (core/plan.py), so a second guide reads them; the first traces about 130 steps
-(a Llama step about 13 s on one core), in parallel processes. Written to one JSON file that the
+cached on disk (core/plan.py), so a second guide reads them; the first traces 116 steps in
+parallel processes (most 10-60 s; accumulation at micro-batch 1 traces all 32 micro-batches,
+nanoVLM's about 36 min of one core). Written to one JSON file that the
 report (no torch) reads: book/plans/guide.json.
 """
 
