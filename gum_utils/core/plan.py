@@ -26,6 +26,7 @@ from ..archs.base import DataShape, for_training
 from ..optim import OPTIMIZERS, build_optimizer, optimizer as optimizer_spec
 from . import measure
 from .code_digest import code_digest
+from .results import write_atomically
 from .batches import BatchStream
 from .config import RunConfig
 from .strategies import strategy as strategy_spec
@@ -476,7 +477,7 @@ def cpu_tensor_peak_bytes(config: RunConfig) -> int | None:
     measurement uses the key's own seed, so every run of a configuration records the same number
     whichever ran first. None on a GPU (its runs record `max_memory_allocated`) and where
     `planned_peak_bytes` is None."""
-    if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available()):
+    if target_device(config) == "cuda":
         return None
     return _once_per_configuration(config, "measured_tensor_peak_bytes",
                                    lambda: measured_peak(RunConfig.from_dict(json.loads(_memory_key(config)))))
@@ -532,6 +533,4 @@ def planner_code() -> str:
 def _write_atomically(file: Path, text: str) -> None:
     """Parallel workers may plan the same configuration: each writes whole, the last one stays."""
     file.parent.mkdir(parents=True, exist_ok=True)
-    temporary = file.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, file)
+    write_atomically(file, text)

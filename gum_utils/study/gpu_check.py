@@ -23,6 +23,7 @@ from ..archs import ARCHITECTURES, SIZES, architecture
 from ..archs.base import count_parameters
 from ..core import nvml
 from ..core.config import DTYPES, RunConfig
+from ..core.results import write_atomically
 from ..core.run import train
 from ..core.strategies import STRATEGIES, strategy as strategy_spec
 from ..core.trainer import resolve_device
@@ -140,9 +141,7 @@ def run_check(configs: list[RunConfig], echo=print, out: Path | None = None) -> 
 
 
 def _write_rows(out: Path, rows: list[dict]) -> None:
-    temporary = out.with_suffix(".tmp")
-    temporary.write_text(json.dumps(rows, indent=1))
-    temporary.replace(out)
+    write_atomically(out, json.dumps(rows, indent=1))
 
 
 def parse_args(argv=None):

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..archs import ARCHITECTURES
 from ..core.config import RunConfig
 from ..core.plan import cached_peak_bytes, planner_code
+from ..core.results import write_atomically
 from ..core.strategies import STRATEGIES
 from ..optim import STUDY_OPTIMIZERS
 from . import paths
@@ -116,9 +117,7 @@ def build_guide(archs=ARCHITECTURES, optimizers=STUDY_OPTIMIZERS, workers: int =
 
 def write_guide(guide: dict, file: Path = GUIDE_FILE) -> Path:
     file.parent.mkdir(parents=True, exist_ok=True)
-    temporary = file.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(guide, indent=1))
-    os.replace(temporary, file)
+    write_atomically(file, json.dumps(guide, indent=1))
     return file
 
 
