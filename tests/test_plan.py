@@ -51,6 +51,32 @@ def test_accumulation_at_micro_batch_m_predicts_the_activations_of_standard_at_b
     assert accumulation.breakdown["activations"] - other_inputs == standard.breakdown["activations"]
 
 
+def _snapshots(config, **options):
+    micro, count = planner._micro_batching(config, None)
+    template = planner.batch_template(config.arch, config.size, planner.data_shape(config), config.rank_batch_size)
+    return planner._peak_snapshot(config, template, micro, count, planner._fake_model_maker(config), **options)
+
+
+@pytest.mark.parametrize("arch, optimizer", [("vit", "adam"), ("modernbert", "adam"), ("llama", "adam"),
+                                             ("nanovlm", "adam"), ("llama", "cgd"), ("vit", "adagrad")])
+def test_accumulation_traced_over_two_micro_batches_has_the_full_traces_peak(arch, optimizer):
+    """Micro-batches 3 and on repeat the second from the same memory: 4 micro-batches traced whole
+    and traced two, the others' inputs live, give the same snapshots to the byte."""
+    config = RunConfig(arch=arch, optimizer=optimizer, strategy="accumulation", batch_size=4, micro_batch_size=1,
+                       device="cuda")
+    assert planner.TRACED_MICRO_BATCHES == 2
+    assert _snapshots(config) == _snapshots(config, traced_micro_batches=None)
+
+
+@pytest.mark.parametrize("strategy", ["standard", "checkpointing", "accumulation"])
+def test_the_step_peak_tracker_finds_memtrackers_own_peak(strategy, monkeypatch):
+    config = RunConfig(arch="nanovlm", optimizer="adam", strategy=strategy, batch_size=2,
+                       micro_batch_size=1 if strategy == "accumulation" else None)
+    ours = _snapshots(config)
+    monkeypatch.setattr(planner, "StepPeakTracker", planner.MemTracker)  # with its per-module peaks
+    assert ours == _snapshots(config)
+
+
 def test_largest_micro_batch_for_a_budget_between_two_points_is_the_lower_one():
     config = _config(strategy="standard")
     at1, at2 = (planner.plan(config, micro).peak_bytes for micro in (1, 2))

@@ -259,6 +259,9 @@ def tensor_peak_bytes(fn) -> int:
     """
     from torch.profiler import ProfilerActivity, profile
 
+    # Kineto prints two lines per profile on stderr (profiler_start/stop) above its own log levels'
+    # defaults: a grid would print them for every run. Read when a profile starts; a user's setting stays.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     live = peak = 0
