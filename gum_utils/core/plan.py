@@ -157,14 +157,6 @@ class StepPeakTracker(MemTracker):
                 self._peak_mem_snap[device] = dict(snapshot)
 
 
-def _train_step(model, optimizer, micros, items, precision) -> None:
-    """One step as train.Run takes it, with the closure called before optimizer.step():
-    the same memory, but MemTracker counts all it sees inside step() as optimizer state."""
-    optimizer.zero_grad(set_to_none=True)
-    forward_backward(model, micros, items, precision)
-    optimizer.step()
-
-
 def _prime_optimizer(model, optimizer) -> None:
     """The optimizer's state as a first step leaves it, without tracing that step's forward and
     backward (half the trace): a step on zero gradients (fake: nothing is allocated). A parameter
@@ -188,18 +180,27 @@ def _resetting(tracker: MemTracker, precision):
     return context
 
 
-def _build(config: RunConfig, make_model):
-    """The run's model (strategy applied) and optimizer; under fake mode nothing is allocated."""
+def _build_model(config: RunConfig, make_model):
+    """The run's model with its strategy applied; under fake mode nothing is allocated."""
     model = make_model().train()
     model.tie_weights()  # no_init_weights (below) leaves tied weights untied
     strategy_spec(config.strategy).prepare(model)
+    return model
+
+
+def _build_optimizer(config: RunConfig, model):
     options = {k: v for k, v in config.optimizer_options.items() if k != "line_search"}
     if target_device(config) == "cuda" and "foreach" in optimizer_spec(config.optimizer).option_names():
         # torch's optimizers step all tensors at once on a GPU (full-size temporaries) and one by one
         # on the CPU; traced on fake CPU tensors, they must be told (H200: Llama + Adam + checkpointing
         # measured 23.02 GiB, traced 20.37 per tensor and 23.02 with foreach).
         options.setdefault("foreach", True)
-    return model, build_optimizer(config.optimizer, model.parameters(), config.resolved_lr, **options)
+    return build_optimizer(config.optimizer, model.parameters(), config.resolved_lr, **options)
+
+
+def _build(config: RunConfig, make_model):
+    model = _build_model(config, make_model)
+    return model, _build_optimizer(config, model)
 
 
 def target_device(config: RunConfig) -> str:
@@ -227,20 +228,52 @@ def _fake_model_maker(config: RunConfig):
 TRACED_MICRO_BATCHES = 2
 
 
-def _peak_snapshot(config: RunConfig, template: BatchTemplate, micro_batch_size: int, micro_batches: int,
-                   make_model, traced_micro_batches: int | None = TRACED_MICRO_BATCHES) -> tuple[dict, dict]:
-    """MemTracker's snapshots of the second step: at its peak, and once it is done
-    (`traced_micro_batches` None: trace all micro-batches, the reference the shortcut is tested against)."""
+def _peak_snapshots(configs: list, template: BatchTemplate, micro_batch_size: int, micro_batches: int,
+                    make_model, traced_micro_batches: int | None = TRACED_MICRO_BATCHES) -> list[tuple[dict, dict]]:
+    """Per config (one run under several optimizers), MemTracker's snapshots of the second step:
+    at its peak, and once it is done (`traced_micro_batches` None: trace all micro-batches).
+
+    The forward and backward are traced once for all of them: an optimizer's state does not change
+    there (only in its step), so its bytes add to every point of that trace. Each optimizer's step
+    is then traced from the gradients the backward left. The step's peak is the higher of the two,
+    the backward's on a tie (it comes first): what one trace of the whole step finds, to the byte
+    (tests/test_plan.py checks it against whole-step traces)."""
     with FakeTensorMode(), KnownAnswers(template.images_per_sample):
-        model, optimizer = _build(config, make_model)
+        model = _build_model(configs[0], make_model)
         micros = [template.fake_batch(micro_batch_size) for _ in range(micro_batches)]
-        tracker = StepPeakTracker()
-        precision = _resetting(tracker, precision_context(_CPU, config.dtype))
-        _prime_optimizer(model, optimizer)
-        tracker.track_external(model, optimizer, micros)
-        with tracker:
-            _train_step(model, optimizer, micros[:traced_micro_batches], template.items, precision)
-        return tracker.get_tracker_snapshot("peak").get(_CPU, {}), tracker.get_tracker_snapshot().get(_CPU, {})
+        backward_peak = _backward_peak(model, micros, micros[:traced_micro_batches], template.items,
+                                       configs[0].dtype)
+        gradients = [(parameter, parameter.grad) for parameter in model.parameters()]
+        return [_step_snapshots(model, _build_optimizer(config, model), gradients, micros, backward_peak)
+                for config in configs]
+
+
+def _backward_peak(model, micros: list, traced: list, items: int, dtype: str) -> dict:
+    """The peak of the step's forward and backward, no optimizer state live (the step starts with
+    the gradients set to None, as Run's closure leaves them)."""
+    tracker = StepPeakTracker()
+    precision = _resetting(tracker, precision_context(_CPU, dtype))
+    tracker.track_external(model, micros)
+    with tracker:
+        forward_backward(model, traced, items, precision)
+    return tracker.get_tracker_snapshot("peak").get(_CPU, {})
+
+
+def _step_snapshots(model, optimizer, gradients: list, micros: list, backward_peak: dict) -> tuple[dict, dict]:
+    _prime_optimizer(model, optimizer)
+    for parameter, gradient in gradients:
+        parameter.grad = gradient
+    tracker = StepPeakTracker()
+    tracker.track_external(model, optimizer, micros)
+    state = tracker.get_tracker_snapshot().get(_CPU, {}).get(_MemRefType.OPT, 0)
+    with tracker:
+        optimizer.step()
+    step_peak = tracker.get_tracker_snapshot("peak").get(_CPU, {})
+    during_backward = dict(backward_peak)
+    during_backward[_MemRefType.OPT] = during_backward.get(_MemRefType.OPT, 0) + state
+    during_backward[_TOTAL_KEY] = during_backward.get(_TOTAL_KEY, 0) + state
+    peak = during_backward if during_backward[_TOTAL_KEY] >= step_peak.get(_TOTAL_KEY, 0) else step_peak
+    return peak, tracker.get_tracker_snapshot().get(_CPU, {})
 
 
 def _breakdown(snapshot: dict) -> dict:
@@ -266,13 +299,30 @@ def plan(config: RunConfig, micro_batch_size: int | None = None, seq_len: int | 
     plan (no `template`, no `make_model`) is traced once per process and configuration.
     """
     if template is None and make_model is None:
-        return _copy(_cached_plan(_memory_key(config), micro_batch_size, seq_len))
-    return _traced_plan(config, micro_batch_size, seq_len, template, make_model)
+        return plan_optimizers(config, [config.optimizer], micro_batch_size, seq_len)[config.optimizer]
+    return _traced_plans([config], micro_batch_size, seq_len, template, make_model)[0]
+
+
+def plan_optimizers(config: RunConfig, optimizers, micro_batch_size: int | None = None,
+                    seq_len: int | None = None) -> dict:
+    """{optimizer: plan(config under it)} for a study model, the forward and backward traced once
+    for all (the guide plans five optimizers per shape). Other optimizers take their default options."""
+    configs = {name: config if name == config.optimizer else
+               RunConfig.from_dict(dict(config.to_dict(), optimizer=name, optimizer_options={}))
+               for name in optimizers}
+    keys = {name: (_memory_key(each), micro_batch_size, seq_len) for name, each in configs.items()}
+    missing = list(dict.fromkeys(key for key in keys.values() if key not in _PLANS))
+    if missing:
+        traced = _traced_plans([RunConfig.from_dict(json.loads(key[0])) for key in missing],
+                               micro_batch_size, seq_len, None, None)
+        _PLANS.update(zip(missing, traced))
+    return {name: _copy(_PLANS[key]) for name, key in keys.items()}
 
 
 # RunConfig fields that change nothing in one step's memory: plans differing only there are one.
 # (The device counts only as CPU or GPU: see _build.)
 _NOT_MEMORY = ("seed", "steps", "lr", "fixed_batch", "eval_every", "eval_samples", "sample_interval_s")
+_PLANS = {}  # (memory key, micro-batch, seq_len) -> Plan: each study configuration traced once per process
 
 
 def _memory_key(config: RunConfig) -> str:
@@ -280,20 +330,21 @@ def _memory_key(config: RunConfig) -> str:
     return json.dumps(dict(values, device=target_device(config)), sort_keys=True)
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_plan(key: str, micro_batch_size: int | None, seq_len: int | None) -> Plan:
-    return _traced_plan(RunConfig.from_dict(json.loads(key)), micro_batch_size, seq_len, None, None)
-
-
 def _copy(found: Plan) -> Plan:
     return replace(found, breakdown=dict(found.breakdown), notes=list(found.notes))
 
 
-def _traced_plan(config: RunConfig, micro_batch_size, seq_len, template, make_model) -> Plan:
+def _traced_plans(configs: list, micro_batch_size, seq_len, template, make_model) -> list[Plan]:
+    """The plans of `configs`, which differ in their optimizer only."""
+    config = configs[0]
     micro, count = _micro_batching(config, micro_batch_size)
     template = template or batch_template(config.arch, config.size, data_shape(config, seq_len),
                                           config.rank_batch_size, config.seed)
-    snapshot, after = _peak_snapshot(config, template, micro, count, make_model or _fake_model_maker(config))
+    snapshots = _peak_snapshots(configs, template, micro, count, make_model or _fake_model_maker(config))
+    return [_plan_of(each, micro, count, *found) for each, found in zip(configs, snapshots)]
+
+
+def _plan_of(config: RunConfig, micro: int, count: int, snapshot: dict, after: dict) -> Plan:
     state = sum(after.get(kind, 0) for kind in (_MemRefType.PARAM, _MemRefType.GRAD, _MemRefType.OPT))
     notes = []
     if config.optimizer_options.get("line_search"):

@@ -8,9 +8,8 @@ that batch in micro-batches of it). For Adam, the peak of each strategy at micro
 1, 2, 4, ... up to the guide's batch (the accumulation run's batch): the points the book draws
 and from which it reads, for common GPU sizes, what fits. Planned for a GPU in float32. Plans are
 cached on disk (core/plan.py), so a second guide reads them; the first traces 116 steps in
-parallel processes (most 10-60 s; accumulation at micro-batch 1 traces all 32 micro-batches,
-nanoVLM's about 36 min of one core). Written to one JSON file that the
-report (no torch) reads: book/plans/guide.json.
+parallel processes, the five optimizers of a shape over one forward and backward (core/plan.py:
+plan_optimizers). Written to one JSON file that the report (no torch) reads: book/plans/guide.json.
 """
 
 import argparse
@@ -77,18 +76,31 @@ def tasks(archs=ARCHITECTURES, optimizers=STUDY_OPTIMIZERS, profile: str = "pape
             for key in found]
 
 
-def trace(task: dict) -> dict:
-    """One plan (from the disk cache where it was traced before); a plan that fails says why."""
-    from ..core.plan import plan, planned_peak_bytes  # noqa: I001
+def trace(group: list[dict]) -> list[dict]:
+    """The plans of tasks that differ in their optimizer only (one forward and backward traced for
+    all, then read from the disk cache where traced before); a plan that fails says why."""
+    from ..core.plan import plan_optimizers, planned_peak_bytes  # noqa: I001
 
-    config = paper_config(**task)
+    configs = [paper_config(**task) for task in group]
     started = time.perf_counter()
     try:
-        peak, error = plan(config).peak_bytes, None
-        planned_peak_bytes(config)  # leaves the peak in the disk cache (traced once in this process)
+        plans = plan_optimizers(configs[0], [config.optimizer for config in configs])
+        peaks, error = [plans[config.optimizer].peak_bytes for config in configs], None
+        for config in configs:
+            planned_peak_bytes(config)  # leaves the peak in the disk cache (traced once in this process)
     except Exception as failure:  # noqa: BLE001 (a configuration the planner cannot trace is reported)
-        peak, error = None, f"{type(failure).__name__}: {failure}"
-    return dict(task, peak_bytes=peak, error=error, seconds=round(time.perf_counter() - started, 1))
+        peaks, error = [None] * len(group), f"{type(failure).__name__}: {failure}"
+    seconds = round((time.perf_counter() - started) / len(group), 1)
+    return [dict(task, peak_bytes=peak, error=error, seconds=seconds) for task, peak in zip(group, peaks)]
+
+
+def by_shape(todo: list[dict]) -> list[list[dict]]:
+    """The tasks grouped by all but their optimizer, the largest groups first (the last to finish
+    are then short: the workers end together)."""
+    groups = {}
+    for task in todo:
+        groups.setdefault(tuple((key, value) for key, value in task.items() if key != "optimizer"), []).append(task)
+    return sorted(groups.values(), key=len, reverse=True)
 
 
 def build_guide(archs=ARCHITECTURES, optimizers=STUDY_OPTIMIZERS, workers: int = 2, progress: bool = True,
@@ -100,14 +112,16 @@ def build_guide(archs=ARCHITECTURES, optimizers=STUDY_OPTIMIZERS, workers: int =
     for task in todo:
         peak = cached_peak_bytes(paper_config(**task))
         (missing.append(task) if peak is None else rows.append(dict(task, peak_bytes=peak, error=None, seconds=0.0)))
+    groups = by_shape(missing)
     with tqdm(total=len(todo), initial=len(rows), unit="plan", disable=not progress, desc="guide") as bar:
-        if workers > 1 and len(missing) > 1:
+        if workers > 1 and len(groups) > 1:
             with ProcessPoolExecutor(workers) as pool:
-                for row in pool.map(trace, missing):
-                    rows.append(row), bar.update()
+                for traced in pool.map(trace, groups):
+                    rows.extend(traced), bar.update(len(traced))
         else:
-            for task in missing:
-                rows.append(trace(task)), bar.update()
+            for group in groups:
+                traced = trace(group)
+                rows.extend(traced), bar.update(len(traced))
     order = {tuple(task.values()): number for number, task in enumerate(todo)}
     rows.sort(key=lambda row: order[tuple(row[key] for key in todo[0])])
     return {"schema": SCHEMA, "batch": guide_batch(), "paper_batch": PROFILES["paper"].batch_size,
