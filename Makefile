@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
-# The decision guide's paper-size plans (the first time about 80 minutes of 2 cores, then cached): not for smoke.
+# The decision guide's paper-size plans (the first time about 4 minutes of 2 cores, then cached): not for smoke.
 GUIDE ?= $(if $(filter smoke,$(PROFILE)),,guide)
 
 reproduce: $(STAMP)
