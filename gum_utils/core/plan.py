@@ -224,14 +224,14 @@ def _fake_model_maker(config: RunConfig):
 # one starts from the same live memory (weights, gradients, optimizer state, every micro-batch's input,
 # the previous micro-batch's activations freed) and takes the same path, so its peak is the second's.
 # All micro-batches' inputs are made and stay live, as in a run; only the first two are traced
-# (tests/test_plan.py checks the peak equal to the full trace's, 4 architectures x 2 strategies' worth).
+# (tests/test_plan.py checks the snapshots against MemTracker's trace of every micro-batch).
 TRACED_MICRO_BATCHES = 2
 
 
 def _peak_snapshots(configs: list, template: BatchTemplate, micro_batch_size: int, micro_batches: int,
-                    make_model, traced_micro_batches: int | None = TRACED_MICRO_BATCHES) -> list[tuple[dict, dict]]:
+                    make_model) -> list[tuple[dict, dict]]:
     """Per config (one run under several optimizers), MemTracker's snapshots of the second step:
-    at its peak, and once it is done (`traced_micro_batches` None: trace all micro-batches).
+    at its peak, and once it is done.
 
     The forward and backward are traced once for all of them: an optimizer's state does not change
     there (only in its step), so its bytes add to every point of that trace. Each optimizer's step
@@ -241,7 +241,7 @@ def _peak_snapshots(configs: list, template: BatchTemplate, micro_batch_size: in
     with FakeTensorMode(), KnownAnswers(template.images_per_sample):
         model = _build_model(configs[0], make_model)
         micros = [template.fake_batch(micro_batch_size) for _ in range(micro_batches)]
-        backward_peak = _backward_peak(model, micros, micros[:traced_micro_batches], template.items,
+        backward_peak = _backward_peak(model, micros, micros[:TRACED_MICRO_BATCHES], template.items,
                                        configs[0].dtype)
         gradients = [(parameter, parameter.grad) for parameter in model.parameters()]
         return [_step_snapshots(model, _build_optimizer(config, model), gradients, micros, backward_peak)
@@ -320,7 +320,7 @@ def plan_optimizers(config: RunConfig, optimizers, micro_batch_size: int | None 
 
 
 # RunConfig fields that change nothing in one step's memory: plans differing only there are one.
-# (The device counts only as CPU or GPU: see _build.)
+# (The device counts only as CPU or GPU: see _build_optimizer.)
 _NOT_MEMORY = ("seed", "steps", "lr", "fixed_batch", "eval_every", "eval_samples", "sample_interval_s")
 _PLANS = {}  # (memory key, micro-batch, seq_len) -> Plan: each study configuration traced once per process
 
