@@ -289,3 +289,19 @@ def test_val_and_test_are_the_two_halves_of_the_held_out_data(arch):
         assert torch.equal(torch.cat([val[key], test[key]]), whole[key])
     assert len(val["input_ids" if "input_ids" in val else "labels"]) - len(test["input_ids" if "input_ids" in test
                                                                                 else "labels"]) in (0, 1)
+
+
+def _tiles(pixel_values: torch.Tensor) -> set:
+    """The 28 x 28 images a batch of nanoVLM grids is tiled from, as bytes (one channel of the grid)."""
+    grids = pixel_values[:, 0, 0]
+    return {grids[i, 28 * r : 28 * r + 28, 28 * c : 28 * c + 28].numpy().tobytes()
+            for i in range(len(grids)) for r in (0, 1) for c in (0, 1)}
+
+
+def test_nanovlm_validation_and_test_grids_share_no_image():
+    """The held-out images are split before tiling: no test grid shows an image a validation grid shows."""
+    val, test = (load_split("nanovlm", split, TINY["nanovlm"])["pixel_values"] for split in ("val", "test"))
+    val_images, test_images = _tiles(val), _tiles(test)
+    held_out = len(E.images("val")[0])
+    assert len(val_images) == held_out - held_out // 2 and len(test_images) == held_out // 2  # each image in both
+    assert not val_images & test_images

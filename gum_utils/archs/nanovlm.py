@@ -74,10 +74,8 @@ class NanoVLM(Architecture):
         import torch
 
         images, labels = embedded.images(split)
-        rng = np.random.default_rng([GRID_SEED, embedded.SPLITS.index(split)])
-        n = len(images)  # as many grids as images: every image once in every cell
-        cells = np.stack([rng.permutation(n) for _ in range(4)], axis=1)
-        asked = rng.integers(0, 4, size=n)
+        cells, asked = grid_items(split, len(images))
+        n = len(cells)
         grid = images[cells].reshape(n, 2, 2, 28, 28).transpose(0, 1, 3, 2, 4).reshape(n, 56, 56)
         ids, lab = _tokens(asked, labels[cells[np.arange(n), asked]], shape)
         return {"pixel_values": embedded.to_pixels(grid, shape.image_size, 3).unsqueeze(1),
@@ -124,6 +122,18 @@ class NanoVLM(Architecture):
             ax.axis("off")
         fig.tight_layout()
         return fig
+
+
+def grid_items(split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which image fills each of a grid's four cells (N x 4 indices) and which cell is asked about.
+
+    As many grids as images, every image once in every cell. The held-out split is cut by image
+    before tiling, in the halves `base.halves` cuts its grids into: its validation grids are tiled
+    from the first half of its images only, its test grids from the second, so no image is in both."""
+    rng = np.random.default_rng([GRID_SEED, embedded.SPLITS.index(split)])
+    parts = [np.arange(n)] if split == "train" else np.split(np.arange(n), [n - n // 2])
+    cells = np.concatenate([np.stack([rng.permutation(part) for _ in range(4)], axis=1) for part in parts])
+    return cells, rng.integers(0, 4, size=n)
 
 
 def _tokens(asked: np.ndarray, labels: np.ndarray, shape: DataShape):
