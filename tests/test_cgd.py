@@ -499,3 +499,24 @@ def test_same_batch_y_needs_a_closure():
     p.grad = torch.ones(2)
     with pytest.raises(ValueError, match="closure"):
         optimizer.step()
+
+
+def _armijo_history(*idle):
+    """Armijo CGD on a small quadratic over x, with `idle` parameters that are not in the loss."""
+    a, b = spd_problem(n=10, log10_condition=1.0)
+    x = torch.zeros(10, dtype=torch.float32, requires_grad=True)
+    optimizer = CGD([x, *idle], line_search="armijo")
+    closure = quadratic_closure(x, a, b, optimizer)
+    return [(optimizer.step(closure).item(), x.detach().clone(), optimizer.step_record()) for _ in range(12)]
+
+
+def test_a_large_parameter_that_does_not_move_does_not_stall_the_others():
+    """The resolution bound is per element: a parameter of 1e8 with zero gradient (its direction 0)
+    leaves the search exactly as without it (a bound eps max|x| / max|d| over all tensors stalled
+    every search from the sixth step on)."""
+    idle = torch.full((3,), 1e8, requires_grad=True)
+    alone, beside = _armijo_history(), _armijo_history(idle)
+    for (loss, x, record), (loss_beside, x_beside, record_beside) in zip(alone, beside):
+        assert loss == loss_beside and torch.equal(x, x_beside) and record == record_beside
+    assert not any(record["line_search_stalled"] for _, _, record in beside)
+    assert torch.equal(idle.detach(), torch.full((3,), 1e8))

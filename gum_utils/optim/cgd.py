@@ -95,11 +95,17 @@ def _extrapolation_trial(prev, cur):
 
 
 def _resolution_step(params, directions) -> float:
-    """The step length below which x + t d rounds to x in the parameters' dtype: like scipy's
-    xtol, but from the dtype's eps, relative to the largest parameter (0 where x = 0)."""
-    eps = max(torch.finfo(p.dtype).eps for p in params)
-    largest_move = _max_abs(directions)
-    return eps * _max_abs(params) / largest_move if largest_move > 0 else 0.0
+    """The step length below which x + t d rounds to x in every element, in the parameters' dtype: like
+    scipy's xtol, but from the dtype's eps and element by element, min over i of eps |x_i| / |d_i| (0
+    where a moving element is 0). An element that does not move (d_i = 0) bounds nothing, however large."""
+    bounds = []
+    for x, d in zip(params, directions):
+        x, d = local_shard(x).detach(), local_shard(d)
+        ratio = d.abs().reciprocal_().mul_(x.abs()).nan_to_num_(nan=math.inf, posinf=math.inf)  # 0/0: never moves
+        bounds.append(torch.finfo(x.dtype).eps * ratio.amin() if ratio.numel() else torch.tensor(math.inf))
+    smallest = reduce(torch.minimum, [b.to(bounds[0].device) for b in bounds])
+    smallest = float(_over_shards(smallest, params, dist.ReduceOp.MIN))
+    return smallest if math.isfinite(smallest) else 0.0
 
 
 class _Line:
