@@ -15,8 +15,8 @@ from ..archs import ARCHITECTURES
 from ..choices import check_choice
 from ..core.strategies import STRATEGIES
 from ..optim import OPTIMIZERS
-from .claims import tensor_peak
 from .stats import summarize
+from .tables import tensor_peak
 
 OPTIMIZER_COLORS = dict(zip(OPTIMIZERS, sns.color_palette("colorblind", len(OPTIMIZERS))))
 STRATEGY_COLORS = dict(zip(STRATEGIES, sns.color_palette("Set2", len(STRATEGIES))))

@@ -118,6 +118,16 @@ def _steps(loaded) -> pd.DataFrame:
     return steps
 
 
+def tensor_peak(runs_df: pd.DataFrame) -> pd.Series:
+    """Each run's peak of live tensor bytes: torch.cuda.max_memory_allocated on a GPU (peak_memory_bytes in
+    older results), the allocator-level CPU tensor peak on the CPU; NaN where the run recorded none."""
+    gpu = runs_df["device"] == "gpu"
+    cuda = runs_df.get("cuda_max_allocated_bytes", pd.Series(np.nan, index=runs_df.index))
+    cuda = cuda.fillna(runs_df["peak_memory_bytes"].where(gpu))
+    cpu = runs_df.get("cpu_tensor_peak_bytes", pd.Series(np.nan, index=runs_df.index))
+    return cuda.where(gpu, cpu).astype(float)
+
+
 def with_trained_axes(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Add the budget a row's number was measured at: samples_trained, time_trained (columns of TRAINED).
 
@@ -207,10 +217,11 @@ def _segments(frame: pd.DataFrame, axis: str, metric: str, limits: pd.DataFrame,
 
 
 def _linear(segments: pd.DataFrame, at: pd.Series, y: str = "y") -> pd.Series:
-    """The segment's line at `at` (its end point where it has no start or no width)."""
+    """The segment's line at `at` (its end point where it has no start, a run's first point, or no width)."""
     width = segments["x1"] - segments["x0"]
     fraction = ((at - segments["x0"]) / width.where(width > 0)).fillna(1.0)
-    return segments[f"{y}0"].fillna(segments[f"{y}1"]) + fraction * (segments[f"{y}1"] - segments[f"{y}0"].fillna(0))
+    start = segments[f"{y}0"].fillna(segments[f"{y}1"])
+    return start + fraction * (segments[f"{y}1"] - start)
 
 
 def _read_point(segments: pd.DataFrame) -> pd.DataFrame:
