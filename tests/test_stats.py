@@ -110,3 +110,41 @@ def test_summarize_matches_mean_ci_per_group():
 def test_unknown_direction_is_refused():
     with pytest.raises(ValueError):
         stats.verdict({"mean": 0, "low": -1, "high": 1, "n": 3}, "smaller")
+
+
+# --- power: against statsmodels (an instrument other than ours) and a Monte Carlo ------------------
+@pytest.mark.parametrize("effect, n, alpha", [(0.5, 10, 0.05), (1.2, 5, 0.05), (2.0, 5, 0.05 / 14),
+                                              (0.8, 20, 0.01), (3.0, 3, 0.05)])
+def test_power_equals_statsmodels_paired_t_power(effect, n, alpha):
+    from statsmodels.stats.power import TTestPower
+
+    expected = TTestPower().power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided")
+    assert np.isfinite(expected)  # the cases are chosen where statsmodels' lower tail is finite
+    assert stats.power(effect, 1.0, n, alpha) == pytest.approx(expected, rel=1e-6)
+    assert stats.power(effect * 0.02, 0.02, n, alpha) == pytest.approx(expected, rel=1e-6)  # only effect / sd counts
+
+
+def test_detectable_effect_and_seeds_needed_invert_statsmodels():
+    from statsmodels.stats.power import TTestPower
+
+    for n, alpha in ((10, 0.05), (8, 0.01)):  # where statsmodels' power is finite (at 0.05/14, n=5 it is NaN)
+        solved = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=stats.POWER)
+        assert stats.detectable_effect(0.0123, n, alpha) / 0.0123 == pytest.approx(solved, rel=1e-4)
+    alpha = 0.05 / 14
+    assert stats.power(stats.detectable_effect(0.0123, 5, alpha), 0.0123, 5, alpha) == pytest.approx(stats.POWER)
+    needed = stats.seeds_needed(math.log1p(0.05), 0.0123, alpha)
+    assert needed == 5 and stats.power(math.log1p(0.05), 0.0123, needed - 1, alpha) < stats.POWER
+    assert stats.seeds_needed(0.0, 1.0) == stats.MOST_SEEDS + 1 and math.isnan(stats.detectable_effect(1.0, 1))
+
+
+def test_power_matches_a_simulated_paired_t_test():
+    """At alpha/14 statsmodels' lower tail is NaN; a Monte Carlo of the t-test itself is the check."""
+    rng, n, alpha, effect = np.random.default_rng(3), 5, 0.05 / 14, 2.5
+    samples = rng.normal(effect, 1.0, size=(20000, n))
+    p = st.ttest_1samp(samples, 0.0, axis=1).pvalue
+    assert (p < alpha).mean() == pytest.approx(stats.power(effect, 1.0, n, alpha), abs=0.01)
+
+
+def test_power_of_an_intersection_union_test_is_the_product():
+    single = stats.power(1.5, 1.0, 8, 0.05)
+    assert stats.power(1.5, 1.0, 8, 0.05, components=3) == pytest.approx(single ** 3)

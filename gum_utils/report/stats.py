@@ -10,7 +10,7 @@ import functools
 import math
 import numpy as np
 import pandas as pd
-from scipy import stats as st
+from scipy import optimize, stats as st
 
 HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
@@ -177,3 +177,63 @@ def interval_text(mean, low, high, fmt: str = ".3g") -> str:
     if low is None or not (np.isfinite(low) and np.isfinite(high)):
         return format(mean, fmt)
     return f"{mean:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
+
+
+# --- power: what a design could have seen ---------------------------------------------------------
+POWER = 0.8  # the power at which a row's smallest detectable effect is stated
+MOST_SEEDS = 1000  # seeds_needed answers "more than this" beyond it
+
+
+def power(effect: float, sd: float, n: int, alpha: float = ALPHA, components: int = 1) -> float:
+    """The chance that a two-sided paired t-test on n pairs rejects mean = 0 at `alpha`, when the true
+    mean difference is `effect` and the pairs' standard deviation `sd` (noncentral t, n - 1 degrees of
+    freedom, both tails). With `components` > 1: that all of that many independent such tests reject
+    (an intersection-union test, which holds only where every component does)."""
+    if n < 2 or not sd > 0:
+        return math.nan
+    critical = _t_quantile(1 - alpha, n) if alpha < 1 else 0.0
+    noncentrality = abs(effect) * math.sqrt(n) / sd
+    upper = float(st.nct.sf(critical, n - 1, noncentrality))
+    lower = float(st.nct.cdf(-critical, n - 1, noncentrality))  # the wrong tail: at most alpha / 2
+    return (upper + (min(lower, alpha / 2) if math.isfinite(lower) else 0.0)) ** components  # scipy: NaN for ~0
+
+
+def detectable_effect(sd: float, n: int, alpha: float = ALPHA, target: float = POWER, components: int = 1) -> float:
+    """The smallest true effect (in sd's unit) that the design detects with `target` power."""
+    if n < 2 or not sd > 0:
+        return math.nan
+    return sd * _detectable_in_sds(int(n), float(alpha), float(target), int(components))
+
+
+@functools.lru_cache(maxsize=4096)
+def _detectable_in_sds(n: int, alpha: float, target: float, components: int) -> float:
+    """detectable_effect for sd = 1 (power depends on effect / sd alone), computed once per design."""
+    high = 1.0
+    while power(high, 1.0, n, alpha, components) < target:
+        high *= 2
+    return float(optimize.brentq(lambda e: power(e, 1.0, n, alpha, components) - target, 0.0, high, xtol=1e-12))
+
+
+def seeds_needed(effect: float, sd: float, alpha: float = ALPHA, target: float = POWER, components: int = 1) -> int:
+    """The fewest pairs that detect `effect` with `target` power (MOST_SEEDS + 1: more than MOST_SEEDS);
+    power grows with n, so a doubling then a bisection find it."""
+    if not (sd > 0 and abs(effect) > 0):
+        return MOST_SEEDS + 1
+    enough = lambda n: power(effect, sd, n, alpha, components) >= target  # noqa: E731
+    low, high = 1, 2
+    while not enough(high):
+        if high > MOST_SEEDS:
+            return MOST_SEEDS + 1
+        low, high = high, min(2 * high, MOST_SEEDS + 1)
+    while high - low > 1:  # enough(high) and not enough(low)
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return high
+
+
+def pooled_sd(sds, ns) -> float:
+    """sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1)) over the groups with n_i >= 2 and a finite s_i."""
+    sds, ns = np.asarray(sds, dtype=float), np.asarray(ns, dtype=float)
+    used = np.isfinite(sds) & (ns >= 2)
+    df = (ns[used] - 1).sum()
+    return float(math.sqrt(((ns[used] - 1) * sds[used] ** 2).sum() / df)) if df > 0 else math.nan
