@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/step_overhead.py
 	$(PY) benchmarks/dask_overhead.py
 	$(PY) benchmarks/plan_overhead.py
+	$(PY) benchmarks/grid_time.py
 
 # On a GPU machine's own Python (torch, transformers, numpy suffice): no virtual env, no CPU torch.
 gpu-check:

@@ -38,6 +38,10 @@ def test_records_summary_and_breakdown_are_filled():
     summary = result.summary
     assert summary["val_loss"] > 0 and summary["val_perplexity"] > 1 and 0 <= summary["val_accuracy"] <= 1
     assert summary["mean_step_time_s"] > 0 and summary["peak_memory_bytes"] > 0 and summary["tokens_per_s"] > 0
+    # where the run's time went besides its steps (benchmarks/grid_time.py reads these)
+    parts = [summary[key] for key in ("train_time_s", "eval_s", "setup_s")]
+    assert all(part > 0 for part in parts) and sum(parts) <= summary["total_time_s"]
+    assert summary["plan_s"] >= 0 and summary["tensor_peak_s"] >= 0
     memory = result.memory
     assert memory["optimizer_state"] >= 2 * memory["params"] and memory["grads"] == memory["params"]
     assert memory["activations"] > 0

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ..archs import architecture
@@ -42,8 +43,11 @@ def train_model(config: RunConfig):
     # The planner's prediction beside the measured peaks, and on the CPU the peak of live tensor bytes
     # (the profiler's allocator events): both taken after training, so timed steps see neither, and
     # once per configuration (cached on disk).
+    started = time.perf_counter()
     result.summary["planned_peak_bytes"] = planned_peak_bytes(config)
+    planned = time.perf_counter()
     result.summary["cpu_tensor_peak_bytes"] = cpu_tensor_peak_bytes(config)
+    result.summary.update(plan_s=planned - started, tensor_peak_s=time.perf_counter() - planned)
     return result, model
 
 CONFIG, RESULT, STATE = "config.json", "result.json", "model.pt"

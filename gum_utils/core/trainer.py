@@ -139,6 +139,8 @@ class Run:
         self.result = RunResult(config=config.to_dict(), environment=environment.describe(self.device))
         self._batches = None
         self.model = None
+        self.device_data_bytes = 0  # the training split's bytes where it is kept on the device
+        self.seconds = {"setup_s": 0.0, "eval_s": 0.0}  # where a run's time goes besides its steps
 
     def setup(self):
         config = self.config
@@ -228,12 +230,14 @@ class Run:
 
     def evaluate_into_result(self, step: int, final: bool = False):
         """Validate; at the end also test, on the half of the held-out data tuning never reads."""
+        started = time.perf_counter()
         samples_seen = self.result.records[-1]["samples_seen"] if self.result.records else 0
         scores = evaluate(self.model, self.val, self.precision)
         if final:
             scores.update({key.replace("val_", "test_"): value
                            for key, value in evaluate(self.model, self.test, self.precision).items()})
         self.result.evals.append({"step": step, "samples_seen": samples_seen, **scores})
+        self.seconds["eval_s"] += time.perf_counter() - started
 
     def record(self, step: int, loss: torch.Tensor, start, end, counts, optimizer_said: dict) -> bool:
         """Append a finished step's record; False (and status diverged) if its loss is not finite."""
@@ -303,6 +307,7 @@ def train_in_process(config: RunConfig):
     sampler = measure.Sampler(run.device, config.sample_interval_s)
     try:
         run.setup()
+        run.seconds["setup_s"] = time.perf_counter() - started
         measure.reset_device_peak(run.device)
         with sampler:
             run.loop()
@@ -312,7 +317,7 @@ def train_in_process(config: RunConfig):
         run.result.error = "".join(traceback.format_exception_only(type(error), error)).strip()
         run.result.environment["traceback"] = traceback.format_exc()
     _summarise(run.result, time.perf_counter() - started, sampler, run.device)
-    run.result.summary["device_data_bytes"] = getattr(run, "device_data_bytes", 0)
+    run.result.summary.update(device_data_bytes=run.device_data_bytes, **run.seconds)
     _add_flops(run.result, getattr(run, "flops_per_step", None), config.dtype, run.ranks.world_size)
     if run.ranks.world_size > 1 and run.result.status in ("oom", "error"):
         raise distributed.RankFailed(run.result)
