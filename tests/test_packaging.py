@@ -24,3 +24,11 @@ def test_environment_yml_names_the_same_packages_and_versions_as_pyproject():
 
 def test_the_license_is_an_spdx_expression():
     assert pyproject()["project"]["license"] == "MIT"
+
+
+def test_make_reproduce_installs_no_test_extras_and_make_test_does():
+    makefile = (ROOT / "Makefile").read_text()
+    stamp = next(block for block in makefile.split("\n\n") if "\n$(STAMP): " in "\n" + block)
+    assert '-e ".[book]"' in stamp and "[test]" not in stamp
+    assert "reproduce: $(STAMP)" in makefile and "test: $(TEST_STAMP)" in makefile
+    assert "$(TEST_STAMP): $(STAMP)" in makefile and '-e ".[test]"' in makefile
