@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ..archs import ARCHITECTURES
 from ..core.config import DATA_SOURCES, PARALLEL, default_lr
+from ..core.plan_cache import folder_problem as plan_cache_problem
 from ..core.results import ResultFileError, RunResult, notebook_problem, write_atomically
 from ..core.strategies import STRATEGIES
 from ..optim import STUDY_OPTIMIZERS
@@ -419,6 +420,8 @@ def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
     except ValueError as error:
         parser.error(str(error))
     check_options(args, prof, subset)
+    if jobs is not None and plan_cache_problem():  # local workers share this machine's cache: said once, here
+        print(f"gum_utils.study.grid: warning: {plan_cache_problem()}", file=sys.stderr, flush=True)
     stale = remove_stale_scratch()
     if stale:
         print(f"removed {len(stale)} scratch folder(s) that killed grids left in {stale[0].parent}", flush=True)
