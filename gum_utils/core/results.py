@@ -72,7 +72,19 @@ def _read_object(path: Path) -> dict:
 
 def write_atomically(path: Path, text: str) -> None:
     """A temporary file beside `path`, flushed to disk, then renamed over it: readers see the old
-    file or the whole new one. Readable by all (mkstemp's 0600 would hide runs from a book server)."""
+    file or the whole new one."""
+    tmp = write_temporary(path, text)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_temporary(path: Path, text: str) -> Path:
+    """`text` in a new hidden file beside `path`, flushed to disk, for the caller to rename over
+    `path`; nothing is left behind if the write fails (a full disk). Readable by all (mkstemp's
+    0600 would hide runs from a book server)."""
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w") as out:
@@ -80,10 +92,10 @@ def write_atomically(path: Path, text: str) -> None:
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+    return Path(tmp)
 
 
 def _finite(value):

@@ -38,7 +38,7 @@ from pathlib import Path
 from ..archs import ARCHITECTURES
 from ..core.config import DATA_SOURCES, PARALLEL, default_lr
 from ..core.plan_cache import folder_problem as plan_cache_problem
-from ..core.results import ResultFileError, RunResult, notebook_problem, write_atomically
+from ..core.results import ResultFileError, RunResult, notebook_problem, write_temporary
 from ..core.strategies import STRATEGIES
 from ..optim import STUDY_OPTIMIZERS
 from . import paths
@@ -167,19 +167,38 @@ def cell_job(task: Task, notebook_text: str, fingerprint: str) -> CellJob:
 
 
 def save_outcome(task: Task, outcome) -> str:
-    """Write a cell's result, then its notebook: an existing notebook marks the cell finished."""
-    task.output.parent.mkdir(parents=True, exist_ok=True)
-    task.output.unlink(missing_ok=True)  # a notebook of an older run must not stand beside this result
-    write_atomically(task.result_path, outcome.result_text)
-    if outcome.notebook_text is not None:
-        write_atomically(task.output, outcome.notebook_text)
+    """Write a cell's new result and notebook to temporaries, then swap them in: a write that fails
+    (a full disk, a read-only folder) leaves the old pair as it was, and the cell counts as failed."""
+    staged = []
+    try:
+        task.output.parent.mkdir(parents=True, exist_ok=True)
+        staged.append((write_temporary(task.result_path, outcome.result_text), task.result_path))
+        if outcome.notebook_text is not None:
+            staged.append((write_temporary(task.output, outcome.notebook_text), task.output))
+    except OSError as error:
+        for tmp, _ in staged:
+            tmp.unlink()
+        return _unwritten(task, error, "its old files stay as they were")
+    task.output.unlink(missing_ok=True)  # an existing notebook marks the cell finished: none beside a new result
+    for tmp, path in staged:  # renames in one folder: the new result, then the notebook that marks it done
+        os.replace(tmp, path)
     return outcome.status
 
 
 def _record_error(task: Task, error: str) -> str:
     """A failure with no notebook (the worker or the cluster broke): the next grid runs the cell again."""
     task.output.unlink(missing_ok=True)
-    error_result(task.parameters, task.key, error).to_json(task.result_path)
+    try:
+        error_result(task.parameters, task.key, error).to_json(task.result_path)
+    except OSError as write_error:
+        return _unwritten(task, write_error, "the next grid runs it again")
+    return "error"
+
+
+def _unwritten(task: Task, error: OSError, then: str) -> str:
+    """A cell whose files could not be written (a full disk, a read-only folder): said, counted failed."""
+    print(f"gum_utils.study.grid: {task.name}: its new files could not be written ({error.strerror or error}); "
+          f"the cell counts as failed and {then}", file=sys.stderr, flush=True)
     return "error"
 
 

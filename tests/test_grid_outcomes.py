@@ -1,0 +1,70 @@
+"""What the grid writes for a finished cell, without running one (no Dask, no notebook)."""
+
+import errno
+import json
+import types
+
+import pytest
+
+from gum_utils.core.results import RunResult
+from gum_utils.study import grid
+from gum_utils.study.profiles import cells, profile
+
+
+def smoke_task(tmp_path):
+    prof = profile("smoke")
+    return grid.plan(prof, tmp_path, cells(prof, ["vit"], ["sgd"], ["standard"], [0]), jobs=1)[0]
+
+
+def old_pair(task):
+    task.output.parent.mkdir(parents=True)
+    task.result_path.write_text(json.dumps({"schema_version": 1, "config": {"old": True}, "cell_key": task.key}))
+    task.output.write_text('{"old": "notebook"}')
+    return task.result_path.read_text(), task.output.read_text()
+
+
+def outcome(status="ok"):
+    return types.SimpleNamespace(result_text='{"new": "result"}', notebook_text='{"new": "notebook"}', status=status)
+
+
+@pytest.mark.parametrize("failing_write", [1, 2])  # the result's temporary, or the notebook's
+def test_a_failed_write_leaves_the_old_pair_and_counts_the_cell_failed(tmp_path, monkeypatch, capsys, failing_write):
+    task = smoke_task(tmp_path)
+    before = old_pair(task)
+    writes = []
+    real = grid.write_temporary
+
+    def full_disk(path, text):
+        writes.append(path)
+        if len(writes) == failing_write:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, text)
+
+    monkeypatch.setattr(grid, "write_temporary", full_disk)
+    assert grid.save_outcome(task, outcome()) == "error"
+    assert (task.result_path.read_text(), task.output.read_text()) == before
+    assert sorted(p.name for p in task.output.parent.iterdir()) == ["sgd-standard-s0.ipynb", "sgd-standard-s0.json"]
+    assert capsys.readouterr().err == ("gum_utils.study.grid: vit/sgd-standard-s0: its new files could not be written "
+                                       "(No space left on device); the cell counts as failed and its old files stay "
+                                       "as they were\n")
+
+
+def test_a_new_pair_replaces_the_old_one_whole(tmp_path):
+    task = smoke_task(tmp_path)
+    old_pair(task)
+    assert grid.save_outcome(task, outcome("diverged")) == "diverged"
+    assert (task.result_path.read_text(), task.output.read_text()) == ('{"new": "result"}', '{"new": "notebook"}')
+    assert len(list(task.output.parent.iterdir())) == 2  # no temporaries left
+
+
+def test_a_failure_record_that_cannot_be_written_is_said_and_the_grid_goes_on(tmp_path, monkeypatch, capsys):
+    task = smoke_task(tmp_path)
+    old_pair(task)
+
+    def read_only(self, path):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(RunResult, "to_json", read_only)
+    assert grid._record_error(task, "the worker died") == "error"
+    assert not task.output.exists()  # not done: the next grid runs it again
+    assert "(Read-only file system); the cell counts as failed and the next grid runs it again" in capsys.readouterr().err
