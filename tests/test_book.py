@@ -172,7 +172,7 @@ def whole_notebook(path: Path) -> Path:
 def test_a_corrupt_result_stops_the_book_naming_the_file_before_anything_runs(tmp_path, capsys):
     book_dir = copy_book_sources(tmp_path / "book")
     runs = book_dir / "runs" / PROFILE / "shared" / ARCH
-    RunResult(config={"arch": ARCH}).to_json(runs / "sgd-standard-s0.json")
+    RunResult(config={"arch": ARCH}, records=[{"loss": 1.0}], summary={"loss": 1.0}).to_json(runs / "sgd-standard-s0.json")
     (runs / "adam-standard-s0.json").write_text('{"config": {"ar')
     (runs / "adam-accumulation-s0.json").write_text("null")
     assert book.main(["--profile", PROFILE, "--book-dir", str(book_dir), "--no-build"]) == 1

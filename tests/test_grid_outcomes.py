@@ -1,7 +1,6 @@
 """What the grid writes for a finished cell, without running one (no Dask, no notebook)."""
 
 import errno
-import json
 import types
 
 import pytest
@@ -18,7 +17,7 @@ def smoke_task(tmp_path):
 
 def old_pair(task):
     task.output.parent.mkdir(parents=True)
-    task.result_path.write_text(json.dumps({"schema_version": 1, "config": {"old": True}, "cell_key": task.key}))
+    RunResult(config={"old": True}, status="error", error="old", cell_key=task.key).to_json(task.result_path)
     task.output.write_text('{"old": "notebook"}')
     return task.result_path.read_text(), task.output.read_text()
 
