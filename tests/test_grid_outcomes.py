@@ -67,3 +67,43 @@ def test_a_failure_record_that_cannot_be_written_is_said_and_the_grid_goes_on(tm
     assert grid._record_error(task, "the worker died") == "error"
     assert not task.output.exists()  # not done: the next grid runs it again
     assert "(Read-only file system); the cell counts as failed and the next grid runs it again" in capsys.readouterr().err
+
+
+@pytest.fixture
+def stages_counted(monkeypatch):
+    """The grid with each stage replaced by the counts given; returns the setter."""
+    import contextlib
+
+    monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: contextlib.nullcontext(None))
+
+    def counting(**statuses):
+        monkeypatch.setattr(grid, "run_stage", lambda *a, **k: grid.GridCounts(skipped=0, **statuses))
+    return counting
+
+
+def test_a_grid_with_a_cell_in_error_exits_1_and_says_how_many(tmp_path, capsys, stages_counted):
+    stages_counted(ok=2, error=1)
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--stage", "shared"]) == 1
+    assert "ok 2, error 1; 1 cell(s) ended in error (their notebooks and results say why" in capsys.readouterr().out
+    stages_counted(ok=2, diverged=1, oom=1)  # findings of the study, not failures of the grid
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--stage", "shared"]) == 0
+
+
+def test_the_paper_profile_without_a_gpu_is_one_line_before_any_cell(tmp_path, capsys, monkeypatch):
+    def refuse(args, jobs):
+        raise AssertionError("a cluster was opened: the device was not checked before the first cell")
+
+    monkeypatch.setattr(grid, "_open_cluster", refuse)
+    monkeypatch.setattr(grid, "local_gpu_count", lambda: 0)
+    for data in ([], ["--data", "embedded"]):
+        assert grid.main(["--profile", "paper", "--out", str(tmp_path), *data]) == 2
+        err = capsys.readouterr().err
+        assert err == ("gum_utils.study.grid: error: the paper profile runs every cell on a GPU (device cuda) and torch "
+                       "sees none on this machine: use --profile cpu (or smoke) here, or GPU workers elsewhere "
+                       "(--scheduler tcp://HOST:PORT, or --slurm --gpus-per-job N)\n")
+
+
+def test_the_gpus_the_grid_counts_are_the_ones_torch_sees():
+    import torch
+
+    assert grid.local_gpu_count() == torch.cuda.device_count()

@@ -452,9 +452,12 @@ def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
             for status, n in counts.items():
                 totals[status] = totals.get(status, 0) + n
     minutes = (time.perf_counter() - started) / 60
+    errors = totals.get("error", 0)
     print(f"grid {prof.name} ({', '.join(stages)}) finished in {minutes:.1f} min: "
-          + ", ".join(f"{k} {v}" for k, v in totals.items()))
-    return 0
+          + ", ".join(f"{k} {v}" for k, v in totals.items())
+          + (f"; {errors} cell(s) ended in error (their notebooks and results say why; --retry-failed runs them "
+             "again)" if errors else ""))
+    return 1 if errors else 0  # diverged and oom are findings of the study; an error is not
 
 
 # --- options checked before the first cell ------------------------------------------------
@@ -471,6 +474,10 @@ def check_options(args, prof: Profile, subset: dict) -> None:
                               f"profile {prof.name!r} is size {prof.size!r}: use --data embedded or --profile paper")
     check_world_size(prof, subset["strategies"])
     check_writable(args.out)
+    if prof.device == "cuda" and not (args.scheduler or args.slurm) and local_gpu_count() == 0:
+        raise GridOptionError(f"the {prof.name} profile runs every cell on a GPU (device cuda) and torch sees none "
+                              "on this machine: use --profile cpu (or smoke) here, or GPU workers elsewhere "
+                              "(--scheduler tcp://HOST:PORT, or --slurm --gpus-per-job N)")
     if args.scheduler:
         check_scheduler(args.scheduler)
 
@@ -489,6 +496,18 @@ def check_world_size(prof: Profile, strategies) -> None:
             raise GridOptionError(f"--world-size {world} leaves accumulation a per-rank batch of {share}, which its "
                                   f"micro-batch of {micro} must divide into more than one: choose another "
                                   "--world-size or leave accumulation out (--strategy standard checkpointing)")
+
+
+def local_gpu_count(timeout_s: float = 120.0) -> int:
+    """The CUDA devices torch sees here, asked in a child process (this one imports no torch)."""
+    import subprocess
+
+    try:
+        done = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+                              capture_output=True, text=True, timeout=timeout_s)
+        return int(done.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        return 0
 
 
 def check_writable(out: Path) -> None:
