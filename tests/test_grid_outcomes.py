@@ -107,3 +107,68 @@ def test_the_gpus_the_grid_counts_are_the_ones_torch_sees():
     import torch
 
     assert grid.local_gpu_count() == torch.cuda.device_count()
+
+
+def serving(handler):
+    """A throwaway server on a free loopback port, each connection given to `handler` in a thread; its address."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def accept():
+        while True:
+            connection, _ = listener.accept()
+            threading.Thread(target=handler, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def http_server() -> str:
+    import http.server
+    import threading
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"tcp://127.0.0.1:{server.server_address[1]}"
+
+
+def answers_http_at_once(connection):  # what a proxy in front of an unroutable address did
+    connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+
+@pytest.mark.parametrize("start, found", [
+    (http_server, "something accepts connections there but gives no Dask handshake within 3 s \\(a dashboard's port"),
+    (lambda: serving(answers_http_at_once), "what answers there does not speak Dask \\("),
+])
+def test_a_scheduler_address_that_is_not_a_dask_scheduler_is_one_line_within_seconds(tmp_path, capsys, monkeypatch,
+                                                                                     start, found):
+    import re
+    import time
+
+    def refuse(args, jobs):
+        raise AssertionError("a cluster was opened: the scheduler was not checked before the first cell")
+
+    monkeypatch.setattr(grid, "_open_cluster", refuse)
+    address = start()
+    started = time.perf_counter()
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--scheduler", address]) == 2
+    assert time.perf_counter() - started < 6
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.match(f"gum_utils.study.grid: error: --scheduler {address} is not a Dask "
+                                             f"scheduler: {found}", err), err
+
+
+def test_a_dask_scheduler_passes_the_check_and_its_worker_does_not():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, processes=False, protocol="tcp://", dashboard_address=None) as cluster:
+        grid.check_scheduler(cluster.scheduler_address)
+        worker = next(iter(cluster.scheduler_info["workers"]))
+        with pytest.raises(grid.GridOptionError, match="a Dask Worker answers there, not a scheduler$"):
+            grid.check_scheduler(worker)

@@ -536,6 +536,38 @@ def check_scheduler(address: str, timeout: float = 3.0) -> None:
     except OSError as error:
         raise GridOptionError(f"no Dask scheduler answers at {address} within {timeout:g} s "
                               f"({error.strerror or error}); start one with `dask scheduler`") from None
+    found = _not_a_scheduler(f"{parts.scheme}://{parts.netloc}", timeout) if parts.scheme == "tcp" else None
+    if found:
+        raise GridOptionError(f"--scheduler {address} is not a Dask scheduler: {found}")
+
+
+_NOT_DASK = "(a dashboard's port, 8787 by default, is not its scheduler's, 8786 by default)"
+
+
+def _not_a_scheduler(address: str, timeout: float) -> str | None:
+    """None where a Dask scheduler answers Dask's handshake and identity call within `timeout`; else
+    what was found: a Dask worker, a server that never speaks Dask (HTTP), bytes that are not Dask's."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def identity():
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        reply = asyncio.run(asyncio.wait_for(identity(), timeout))
+    except (asyncio.TimeoutError, TimeoutError):
+        return f"something accepts connections there but gives no Dask handshake within {timeout:g} s {_NOT_DASK}"
+    except Exception as error:  # noqa: BLE001 (what a non-Dask peer's bytes make of Dask's reader: said, not raised)
+        said = " ".join(str(error).split())[:100]
+        return f"what answers there does not speak Dask ({type(error).__name__}: {said}) {_NOT_DASK}"
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    return None if kind == "Scheduler" else f"a Dask {kind or 'peer'} answers there, not a scheduler"
 
 
 def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
