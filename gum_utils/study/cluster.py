@@ -65,10 +65,11 @@ def local_cluster(jobs: int):
     from distributed import LocalCluster
 
     check_loopback()
-    # Loopback only and no dashboard: nothing listens beyond this machine.
+    # Loopback only and no dashboard: nothing listens beyond this machine. The scheduler's HTTP routes
+    # (health) still listen: on a free loopback port, not 8787, which another cluster may hold.
     try:
         return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address=None)
+                            dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False})
     except RuntimeError as error:  # "Cluster failed to start: ..." (a worker could not reach the scheduler)
         raise ClusterUnavailable(f"the local Dask cluster did not start: {error}") from None
 
