@@ -172,7 +172,7 @@ def no_cluster(monkeypatch):
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--seed", "-3"], "--seed takes integers >= 0, got -3"),
+    (["--seed", "-3"], "--seed takes integers from 0 to 4294967295, got -3"),
     (["--data", "hub"], "--data hub needs the paper size .* profile 'smoke' is size 'tiny'"),
     (["--world-size", "3"], "--world-size 3 must divide the batch of 4 \\(standard, profile 'smoke'\\)"),
     (["--world-size", "2"], "--world-size 2 leaves accumulation a per-rank batch of 4"),

@@ -172,3 +172,43 @@ def test_a_dask_scheduler_passes_the_check_and_its_worker_does_not():
         worker = next(iter(cluster.scheduler_info["workers"]))
         with pytest.raises(grid.GridOptionError, match="a Dask Worker answers there, not a scheduler$"):
             grid.check_scheduler(worker)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--stage"], "--stage needs one or more values \\(shared, sweep, tuned\\); leave it out for all"),
+    (["--arch"], "--arch needs one or more values \\(vit, modernbert, llama, nanovlm\\)"),
+    (["--seed"], "--seed needs one or more values"),
+    (["--seed", "0", str(2**32)], "--seed takes integers from 0 to 4294967295, got 4294967296"),
+    (["--seed", str(10**23)], "--seed takes integers from 0 to 4294967295, got 100000000000000000000000"),
+])
+def test_an_empty_subset_or_a_seed_out_of_range_is_one_line_before_any_cell(tmp_path, capsys, monkeypatch, options,
+                                                                         message):
+    import re
+
+    def refuse(args, jobs):
+        raise AssertionError("a cluster was opened: the option was not checked before the first cell")
+
+    monkeypatch.setattr(grid, "_open_cluster", refuse)
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), *options]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.match(f"gum_utils.study.grid: error: {message}", err), err
+
+
+def test_an_empty_out_is_refused_not_the_working_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        grid.main(["--profile", "smoke", "--out", ""])
+    assert stopped.value.code == 2 and "argument --out: needs a folder, got an empty name" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_repeated_optimizers_and_seeds_run_each_cell_once(tmp_path, monkeypatch, capsys):
+    import contextlib
+
+    ran = []
+    monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: contextlib.nullcontext(None))
+    monkeypatch.setattr(grid, "run_grid", lambda tasks, *a, **k: ran.extend(t.name for t in tasks) or grid.GridCounts(
+        skipped=0, ok=len(tasks)))
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--stage", "shared", "--arch", "vit", "vit",
+                      "--optimizer", "sgd", "sgd", "--strategy", "standard", "--seed", "0", "0"]) == 0
+    assert ran == ["vit/sgd-standard-s0"] and "ok 1" in capsys.readouterr().out

@@ -20,6 +20,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16")  # bfloat16: autocast of the forward pass; weights stay float32
 DATA_SOURCES = ("embedded", "hub")  # hub: datasets by name (gum_utils.archs.hub)
 PARALLEL = ("ddp", "fsdp")  # how one run spans several processes (gum_utils.core.distributed)
+MAX_SEED = 2**32 - 1  # the range every random stream takes; a larger seed would fail only inside the run
 
 
 def default_lr(arch: str, optimizer: str) -> float:
@@ -65,7 +66,8 @@ class RunConfig:
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("parallel mode", self.parallel, PARALLEL)
-        require(isinstance(self.seed, int) and self.seed >= 0, f"seed must be an integer >= 0, got {self.seed!r}")
+        require(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
+                f"seed must be an integer from 0 to {MAX_SEED}, got {self.seed!r}")
         require(isinstance(self.steps, int) and self.steps >= 1, f"steps must be an integer >= 1, got {self.steps!r}")
         require(isinstance(self.batch_size, int) and self.batch_size >= 1,
                 f"batch_size must be an integer >= 1, got {self.batch_size!r}")

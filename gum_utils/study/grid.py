@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..archs import ARCHITECTURES
-from ..core.config import DATA_SOURCES, PARALLEL, default_lr
+from ..core.config import DATA_SOURCES, MAX_SEED, PARALLEL, default_lr
 from ..core.plan_cache import folder_problem as plan_cache_problem
 from ..core.results import ResultFileError, RunResult, notebook_problem, write_temporary
 from ..core.strategies import STRATEGIES
@@ -366,7 +366,7 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", default="cpu", choices=tuple(PROFILES))
     parser.add_argument("--stage", nargs="*", choices=STAGES,
                         help="stages to run, in study order (default: every stage of the profile)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="root of the executed notebooks and results")
+    parser.add_argument("--out", type=_folder, default=DEFAULT_OUT, help="root of the executed notebooks and results")
     parser.add_argument("--arch", nargs="*", help="a subset of architectures")
     parser.add_argument("--optimizer", nargs="*", help="a subset of optimizers")
     parser.add_argument("--strategy", nargs="*", help="a subset of strategies")
@@ -397,6 +397,12 @@ def main(argv=None) -> int:
         one_line = " ".join(str(error).split())
         print(f"gum_utils.study.grid: {type(error).__name__}: {one_line} (--debug shows the traceback)", file=sys.stderr)
         return 1
+
+
+def _folder(text: str) -> Path:
+    if not text.strip():  # Path("") is the working directory: results would land wherever the grid was started
+        raise argparse.ArgumentTypeError("needs a folder, got an empty name")
+    return Path(text)
 
 
 def interrupted_summary(stop: BaseException, totals: dict) -> str:
@@ -433,7 +439,8 @@ def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
     unknown = [stage for stage in stages if stage not in prof.stages]
     if unknown:
         parser.error(f"profile {prof.name!r} has no stage {', '.join(unknown)}; its stages: {', '.join(prof.stages)}")
-    subset = {"archs": args.arch, "optimizers": args.optimizer, "strategies": args.strategy, "seeds": args.seed}
+    subset = {"archs": _unique(args.arch), "optimizers": _unique(args.optimizer), "strategies": _unique(args.strategy),
+              "seeds": _unique(args.seed)}  # `--seed 0 0` is one seed: each cell runs once
     try:
         cells(prof, **subset)  # a misspelt subset fails here, before anything runs
     except ValueError as error:
@@ -464,9 +471,13 @@ def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
 
 def check_options(args, prof: Profile, subset: dict) -> None:
     """Every option a cell would fail on, checked now: raises GridOptionError with one line."""
-    bad_seeds = [seed for seed in args.seed or () if seed < 0]
+    for option, valid in (("stage", STAGES), ("arch", ARCHITECTURES), ("optimizer", STUDY_OPTIMIZERS),
+                          ("strategy", STRATEGIES), ("seed", ("integers",))):
+        if getattr(args, option) == []:  # argparse takes `--stage` alone as an empty list: not "all"
+            raise GridOptionError(f"--{option} needs one or more values ({', '.join(valid)}); leave it out for all")
+    bad_seeds = [seed for seed in args.seed or () if not 0 <= seed <= MAX_SEED]
     if bad_seeds:
-        raise GridOptionError(f"--seed takes integers >= 0, got {', '.join(map(str, bad_seeds))}")
+        raise GridOptionError(f"--seed takes integers from 0 to {MAX_SEED}, got {', '.join(map(str, bad_seeds))}")
     if args.parallel and args.world_size == 1:
         raise GridOptionError(f"--parallel {args.parallel} spans several processes: give --world-size N (N > 1) too")
     if prof.data == "hub" and prof.size != "paper":
@@ -480,6 +491,10 @@ def check_options(args, prof: Profile, subset: dict) -> None:
                               "(--scheduler tcp://HOST:PORT, or --slurm --gpus-per-job N)")
     if args.scheduler:
         check_scheduler(args.scheduler)
+
+
+def _unique(values: list | None) -> list | None:
+    return None if values is None else list(dict.fromkeys(values))
 
 
 def check_world_size(prof: Profile, strategies) -> None:
