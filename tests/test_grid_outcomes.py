@@ -212,3 +212,19 @@ def test_repeated_optimizers_and_seeds_run_each_cell_once(tmp_path, monkeypatch,
     assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--stage", "shared", "--arch", "vit", "vit",
                       "--optimizer", "sgd", "sgd", "--strategy", "standard", "--seed", "0", "0"]) == 0
     assert ran == ["vit/sgd-standard-s0"] and "ok 1" in capsys.readouterr().out
+
+
+def test_a_second_grid_on_the_same_out_is_one_line_and_runs_nothing(tmp_path, capsys, monkeypatch):
+    import contextlib
+    import os
+
+    opened = []
+    monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: opened.append(jobs) or contextlib.nullcontext(None))
+    monkeypatch.setattr(grid, "run_stage", lambda *a, **k: grid.GridCounts(skipped=0, ok=1))
+    argv = ["--profile", "smoke", "--out", str(tmp_path), "--stage", "shared"]
+    with grid.output_lock(tmp_path / "smoke"):  # the first grid, still running
+        assert grid.main(argv) == 2
+    assert opened == [] and capsys.readouterr().err == (
+        f"gum_utils.study.grid: error: another grid (pid {os.getpid()}) is running on {tmp_path / 'smoke'}: let it "
+        "finish (finished cells are skipped when you run again) or give another --out\n")
+    assert grid.main(argv) == 0 and opened == [1]  # the first one done: the lock is free again

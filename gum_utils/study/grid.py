@@ -22,6 +22,7 @@ so workers share no filesystem with it. A cell whose worker dies is run again el
 """
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -452,7 +453,7 @@ def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
     if stale:
         print(f"removed {len(stale)} scratch folder(s) that killed grids left in {stale[0].parent}", flush=True)
     started = time.perf_counter()
-    with _open_cluster(args, jobs) as client:
+    with output_lock(args.out / prof.name), _open_cluster(args, jobs) as client:
         for stage in stages:
             counts = run_stage(prof, stage, args.out, jobs, args.force, args.retry_failed, subset, client,
                                args.retries)
@@ -523,6 +524,27 @@ def local_gpu_count(timeout_s: float = 120.0) -> int:
         return int(done.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, ValueError, IndexError):
         return 0
+
+
+@contextlib.contextmanager
+def output_lock(folder: Path):
+    """One grid at a time on a profile's output folder: a second would run every cell the first runs.
+    An flock, so a grid killed with -9 leaves no stale lock; the file names the holder's process."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".grid.lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise GridOptionError(f"another grid ({holder}) is running on {folder}: let it finish (finished cells "
+                                  "are skipped when you run again) or give another --out") from None
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()}")
+        lock.flush()
+        yield
 
 
 def check_writable(out: Path) -> None:
