@@ -167,7 +167,8 @@ def test_a_scheduler_address_that_is_not_a_dask_scheduler_is_one_line_within_sec
 def test_a_dask_scheduler_passes_the_check_and_its_worker_does_not():
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=1, processes=False, protocol="tcp://", dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=1, processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                      scheduler_kwargs={"dashboard": False}) as cluster:
         grid.check_scheduler(cluster.scheduler_address)
         worker = next(iter(cluster.scheduler_info["workers"]))
         with pytest.raises(grid.GridOptionError, match="a Dask Worker answers there, not a scheduler$"):
