@@ -44,9 +44,10 @@ class ClusterUnavailable(OSError):
     """The cluster asked for cannot start here; the message says why and what to do."""
 
 
-def check_loopback(timeout_s: float = 3.0) -> None:
-    """The local cluster talks over 127.0.0.1: with the loopback interface down, Dask would time out
-    after 30 s with a traceback. A socket that connects to itself tells at once."""
+def check_loopback(timeout_s: float = 3.0, needed_by: str = "the local Dask cluster",
+                   otherwise: str = "or give a running cluster with --scheduler tcp://HOST:PORT") -> None:
+    """The local cluster (and a Jupyter kernel) talks over 127.0.0.1: with the loopback interface down,
+    Dask would time out after 30 s with a traceback. A socket that connects to itself tells at once."""
     import socket
 
     try:
@@ -56,9 +57,9 @@ def check_loopback(timeout_s: float = 3.0) -> None:
             with socket.create_connection(server.getsockname(), timeout=timeout_s):
                 pass
     except OSError as error:
-        raise ClusterUnavailable(f"the local Dask cluster needs the loopback interface (127.0.0.1), which does "
-                                 f"not answer here ({error.strerror or error}); bring it up (ip link set lo up) "
-                                 "or give a running cluster with --scheduler tcp://HOST:PORT") from None
+        raise ClusterUnavailable(f"{needed_by} needs the loopback interface (127.0.0.1), which does not answer "
+                                 f"here ({error.strerror or error}); bring it up (ip link set lo up)"
+                                 + (f" {otherwise}" if otherwise else "")) from None
 
 
 def local_cluster(jobs: int):
