@@ -169,10 +169,32 @@ def whole_notebook(path: Path) -> Path:
     return path
 
 
+def test_the_book_with_the_loopback_down_is_one_line_at_once(tmp_path, capsys, monkeypatch):
+    """As under `unshare -rn` (lo down): binding 127.0.0.1 fails; the kernels would wait 60 s each."""
+    import socket
+    import time
+
+    book_dir = copy_book_sources(tmp_path / "book")
+    RunResult(config={"arch": ARCH}, records=[{"loss": 1.0}], summary={"loss": 1.0}).to_json(
+        book_dir / "runs" / PROFILE / "shared" / ARCH / "sgd-standard-s0.json")
+
+    def unreachable(self, address):
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.setattr(socket.socket, "bind", unreachable)
+    started = time.perf_counter()
+    assert book.main(["--profile", PROFILE, "--book-dir", str(book_dir), "--no-build"]) == 1
+    assert time.perf_counter() - started < 5
+    assert capsys.readouterr().err == (
+        "gum_utils.report.book: executing the book's notebooks (Jupyter kernels) needs the loopback interface "
+        "(127.0.0.1), which does not answer here (Network is unreachable); bring it up (ip link set lo up)\n")
+    assert not (book_dir / REPORT).exists()  # stopped before executing anything
+
+
 def test_a_corrupt_result_stops_the_book_naming_the_file_before_anything_runs(tmp_path, capsys):
     book_dir = copy_book_sources(tmp_path / "book")
     runs = book_dir / "runs" / PROFILE / "shared" / ARCH
-    RunResult(config={"arch": ARCH}).to_json(runs / "sgd-standard-s0.json")
+    RunResult(config={"arch": ARCH}, records=[{"loss": 1.0}], summary={"loss": 1.0}).to_json(runs / "sgd-standard-s0.json")
     (runs / "adam-standard-s0.json").write_text('{"config": {"ar')
     (runs / "adam-accumulation-s0.json").write_text("null")
     assert book.main(["--profile", PROFILE, "--book-dir", str(book_dir), "--no-build"]) == 1

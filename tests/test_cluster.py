@@ -110,3 +110,17 @@ def test_the_slurm_job_script_asks_for_the_options_given():
     for directive in ("-p gpu", "-A proj-42", "--gpus=2", "-t 02:00:00", "--cpus-per-task=8"):
         assert f"#SBATCH {directive}" in lines, script
     assert "--nthreads 1" in script  # one cell at a time per worker: its warm kernel serves one
+
+
+def test_the_local_cluster_listens_on_loopback_only_and_says_nothing_when_8787_is_taken(recwarn):
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", 8787))  # or another cluster on this machine has it: taken either way
+        held.listen()
+    except OSError:
+        pass
+    with held, open_client(1) as client:
+        services = client.scheduler_info()["services"]
+        listening = {c.laddr for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    assert not [w for w in recwarn if "already in use" in str(w.message)]
+    assert services["dashboard"] != 8787 and all(ip == "127.0.0.1" for ip, _ in listening)

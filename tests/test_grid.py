@@ -122,7 +122,8 @@ def finished_cell(tmp_path, stem_optimizer="sgd"):
 
     prof = profile("smoke")
     task = grid.plan(prof, tmp_path, cells(prof, ["vit"], [stem_optimizer], ["standard"]), jobs=1)[0]
-    RunResult(config=task.parameters, cell_key=task.key).to_json(task.result_path)
+    RunResult(config=task.parameters, cell_key=task.key, records=[{"loss": 1.0}], summary={"loss": 1.0}).to_json(
+        task.result_path)
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1\n" * 100)]), task.output)
     return task
 
@@ -171,7 +172,7 @@ def no_cluster(monkeypatch):
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--seed", "-3"], "--seed takes integers >= 0, got -3"),
+    (["--seed", "-3"], "--seed takes integers from 0 to 4294967295, got -3"),
     (["--data", "hub"], "--data hub needs the paper size .* profile 'smoke' is size 'tiny'"),
     (["--world-size", "3"], "--world-size 3 must divide the batch of 4 \\(standard, profile 'smoke'\\)"),
     (["--world-size", "2"], "--world-size 2 leaves accumulation a per-rank batch of 4"),

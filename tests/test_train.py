@@ -170,6 +170,11 @@ def test_a_step_that_fails_keeps_the_records_of_the_steps_before_it(monkeypatch)
     (dict(optimizer="cgd", optimizer_options={"c1": 0.5, "c2": 0.1}), "not valid for cgd: need 0 < c1 < c2 < 1"),
     (dict(optimizer="sgd", optimizer_options={"momentum": -1}), "not valid for sgd: Invalid momentum value: -1"),
     (dict(optimizer="adam", optimizer_options={"lr": 0.1}), "the learning rate is the field lr"),
+    (dict(optimizer="adam", optimizer_options={"foreach": "yes"}), "adam option foreach takes true, false or null, got 'yes'"),
+    (dict(optimizer="sgd", optimizer_options={"nesterov": 1}), "sgd option nesterov takes true or false, got 1"),
+    (dict(optimizer="adam", device="cpu", optimizer_options={"capturable": True}),
+     "not valid for adam: If capturable=True, params and state_steps must be on supported devices"),
+    (dict(seed=2**32), "seed must be an integer from 0 to 4294967295, got 4294967296"),
     (dict(size="paper", pretrained="/no/such/checkpoint"), "pretrained '/no/such/checkpoint' is not a local directory"),
 ])
 def test_type_slips_optimizer_options_and_missing_paths_fail_before_anything_runs(overrides, message):
@@ -180,6 +185,7 @@ def test_type_slips_optimizer_options_and_missing_paths_fail_before_anything_run
 def test_good_optimizer_options_pass():
     assert RunConfig(arch="vit", optimizer="cgd", optimizer_options={"line_search": "strong_wolfe"}).optimizer == "cgd"
     assert RunConfig(arch="vit", optimizer="sgd", optimizer_options={"momentum": 0.9, "nesterov": True}).lr is None
+    assert RunConfig(arch="vit", optimizer="adam", optimizer_options={"foreach": None, "amsgrad": True}).lr is None
 
 
 def test_a_misspelt_field_lists_the_valid_ones():

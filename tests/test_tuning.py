@@ -93,7 +93,8 @@ def test_a_tuned_cell_that_chose_the_default_reuses_its_shared_twin(tmp_path):
     selected = cells(prof, ["vit"], ["sgd"], ["standard"])
     shared = grid.plan(prof, tmp_path, selected, 1, "shared")
     twin = shared[0]
-    RunResult(config=twin.parameters, cell_key=twin.key, summary={"lr": default}).to_json(twin.result_path)
+    RunResult(config=twin.parameters, cell_key=twin.key, records=[{"loss": 1.0}],
+              summary={"lr": default}).to_json(twin.result_path)
     nbformat.write(nbformat.v4.new_notebook(), twin.output)  # a notebook that parses: the twin is done
     tuned = grid.stage_tasks(prof, "tuned", tmp_path, 1, ["vit"], ["sgd"], ["standard"])
     assert "lr" not in tuned[0].parameters and tuned[0].key == twin.key

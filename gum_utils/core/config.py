@@ -20,6 +20,8 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16")  # bfloat16: autocast of the forward pass; weights stay float32
 DATA_SOURCES = ("embedded", "hub")  # hub: datasets by name (gum_utils.archs.hub)
 PARALLEL = ("ddp", "fsdp")  # how one run spans several processes (gum_utils.core.distributed)
+DEVICE_SWITCHES = ("capturable", "fused")  # optimizer options whose device torch checks only when it steps
+MAX_SEED = 2**32 - 1  # the range every random stream takes; a larger seed would fail only inside the run
 
 
 def default_lr(arch: str, optimizer: str) -> float:
@@ -65,7 +67,8 @@ class RunConfig:
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("parallel mode", self.parallel, PARALLEL)
-        require(isinstance(self.seed, int) and self.seed >= 0, f"seed must be an integer >= 0, got {self.seed!r}")
+        require(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
+                f"seed must be an integer from 0 to {MAX_SEED}, got {self.seed!r}")
         require(isinstance(self.steps, int) and self.steps >= 1, f"steps must be an integer >= 1, got {self.steps!r}")
         require(isinstance(self.batch_size, int) and self.batch_size >= 1,
                 f"batch_size must be an integer >= 1, got {self.batch_size!r}")
@@ -178,12 +181,39 @@ def _validate_optimizer_options(config: "RunConfig") -> None:
         check_choice(f"{config.optimizer} option", name, spec.option_names())
     if not options:
         return  # the defaults are the optimizer's own: nothing to try (and no torch to import)
+    _check_switches(config.optimizer, spec, options)
     import torch
 
     try:
-        spec.build([torch.zeros(1, requires_grad=True)], config.resolved_lr, **options)
-    except (TypeError, ValueError, RuntimeError) as error:
+        parameter = torch.ones(1, requires_grad=True)
+        built = spec.build([parameter], config.resolved_lr, **options)
+        on_cpu = config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available())
+        if on_cpu and any(options.get(name) for name in DEVICE_SWITCHES):  # torch refuses them at the first step
+            built.step(_square_closure(built, parameter))
+    except (TypeError, ValueError, RuntimeError, AssertionError) as error:  # torch asserts capturable's device
         raise ValueError(f"optimizer_options {options!r} are not valid for {config.optimizer}: {error}") from None
+
+
+def _check_switches(name: str, spec, options: dict) -> None:
+    """An on/off option (foreach, capturable, ...) takes a boolean: torch reads "yes" as true unchecked."""
+    import inspect
+
+    for option, parameter in inspect.signature(spec.cls.__init__).parameters.items():
+        switch = isinstance(parameter.default, bool) or parameter.annotation == (bool | None)
+        if option in options and switch and not isinstance(options[option], bool) \
+                and not (parameter.default is None and options[option] is None):
+            allowed = "true, false or null" if parameter.default is None else "true or false"
+            raise ValueError(f"{name} option {option} takes {allowed}, got {options[option]!r}")
+
+
+def _square_closure(optimizer, parameter):
+    """The loss x^2 of the one scalar parameter: a step of any optimizer, CGD's line search included."""
+    def closure():
+        optimizer.zero_grad()
+        loss = (parameter ** 2).sum()
+        loss.backward()
+        return loss
+    return closure
 
 
 def _listing_unknown_fields(init):

@@ -11,7 +11,6 @@ independent of the tracker, to check it. The command line is `python -m gum_util
 import functools
 import hashlib
 import json
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +25,7 @@ from ..archs.base import DataShape, for_training
 from ..optim import OPTIMIZERS, build_optimizer, optimizer as optimizer_spec
 from . import measure
 from .code_digest import code_digest
-from .results import write_atomically
+from .plan_cache import PLAN_CACHE_VARIABLE, cache_folder, cache_off, read_entry, store_entry  # noqa: F401 (the variable: for callers)
 from .batches import BatchStream
 from .config import RunConfig
 from .strategies import strategy as strategy_spec
@@ -532,9 +531,6 @@ def plan_model_config(path: str, seq_len: int = 512, **run) -> tuple:
 
 # ------------------------------------------------------------- the plan beside a run
 
-PLAN_CACHE_VARIABLE = "GUM_PLAN_CACHE"  # a folder for the runs' plans (default ~/.cache/gum/plans), or "off"
-
-
 def planned_peak_bytes(config: RunConfig) -> int | None:
     """The predicted peak of a run's step, for its summary: traced once per configuration's memory
     fields and code, then read from a JSON file. None where the planner does not model the run:
@@ -560,35 +556,30 @@ def cpu_tensor_peak_bytes(config: RunConfig) -> int | None:
 def cached_peak_bytes(config: RunConfig) -> int | None:
     """The planned peak already on disk (None: not traced yet, or not cached)."""
     file = _cache_file(config, "peak_bytes")
-    return json.loads(file.read_text())["peak_bytes"] if file and file.exists() else None
+    return read_entry(file, "peak_bytes") if file else None
 
 
 def _cache_file(config: RunConfig, field_name: str) -> Path | None:
     if config.world_size > 1 or config.data != "embedded" or config.pretrained is not None \
-            or os.environ.get(PLAN_CACHE_VARIABLE) == "off":
+            or cache_off():
         return None
-    return _plan_cache_folder() / f"{_plan_cache_key(config)}.{field_name}.json"
+    return cache_folder() / f"{_plan_cache_key(config)}.{field_name}.json"
 
 
 def _once_per_configuration(config: RunConfig, field_name: str, compute) -> int | None:
     file = _cache_file(config, field_name)
     if file is None:
         return None
-    if file.exists():
-        return json.loads(file.read_text())[field_name]
+    cached = read_entry(file, field_name)  # a bad entry is named, then traced again and replaced
+    if cached is not None:
+        return cached
     try:
         with torch.random.fork_rng(devices=[]):  # the run's random streams stay as they were
             value = compute()
     except Exception:  # noqa: BLE001 (a number missing is recorded as None, the run stands)
         return None
-    _write_atomically(file, json.dumps({"config": _memory_key(config), field_name: value}))
+    store_entry(file, json.dumps({"config": _memory_key(config), field_name: value}))
     return value
-
-
-def _plan_cache_folder() -> Path:
-    folder = os.environ.get(PLAN_CACHE_VARIABLE) or Path(os.environ.get("XDG_CACHE_HOME") or
-                                                         Path.home() / ".cache") / "gum" / "plans"
-    return Path(folder)
 
 
 def _plan_cache_key(config: RunConfig) -> str:
@@ -602,9 +593,3 @@ def planner_code() -> str:
     files = sorted([package / "choices.py", *(p for layer in ("archs", "optim", "core") for p in
                                               (package / layer).rglob("*.py"))])
     return code_digest(package, files)
-
-
-def _write_atomically(file: Path, text: str) -> None:
-    """Parallel workers may plan the same configuration: each writes whole, the last one stays."""
-    file.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(file, text)

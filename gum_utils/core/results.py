@@ -67,12 +67,52 @@ def _read_object(path: Path) -> dict:
         raise ResultFileError(path, f"has schema_version {version!r}; this code reads {SCHEMA_VERSION}")
     if not isinstance(raw.get("config"), dict):
         raise ResultFileError(path, "has no config object")
+    problem = _shape_problem(raw)
+    if problem:
+        raise ResultFileError(path, problem)
     return raw
+
+
+# What the book and the grid read of a result, by field: (the JSON types allowed, required).
+_SHAPE = {"status": ((str,), True), "records": ((list,), True), "evals": ((list,), True),
+          "summary": ((dict,), True), "error": ((str, type(None)), False), "memory": ((dict,), False),
+          "utilization": ((dict,), False), "environment": ((dict,), False), "cell_key": ((str, type(None)), False)}
+
+
+def _shape_problem(raw: dict) -> str | None:
+    """Why a result that parses is still not one (a field missing or of the wrong type, an unknown
+    status, a run "ok" with no steps); None when it is whole."""
+    for name, (types, required) in _SHAPE.items():
+        if name not in raw:
+            if required:
+                return f"has no {name!r} field"
+        elif not isinstance(raw[name], types):
+            wanted = " or ".join("null" if kind is type(None) else _json_kind(kind()) for kind in types)
+            return f"has {name!r} {_json_kind(raw[name])}, not {wanted}"
+    if raw["status"] not in STATUSES:
+        return f"has status {raw['status']!r}, not one of {', '.join(STATUSES)}"
+    if not all(isinstance(entry, dict) for entry in raw["records"] + raw["evals"]):
+        return "has records or evals that are not objects"
+    if raw["status"] == "ok" and not (raw["records"] and raw["summary"]):
+        return "is status 'ok' but holds no steps or no summary"
+    return None
 
 
 def write_atomically(path: Path, text: str) -> None:
     """A temporary file beside `path`, flushed to disk, then renamed over it: readers see the old
-    file or the whole new one. Readable by all (mkstemp's 0600 would hide runs from a book server)."""
+    file or the whole new one."""
+    tmp = write_temporary(path, text)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_temporary(path: Path, text: str) -> Path:
+    """`text` in a new hidden file beside `path`, flushed to disk, for the caller to rename over
+    `path`; nothing is left behind if the write fails (a full disk). Readable by all (mkstemp's
+    0600 would hide runs from a book server)."""
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w") as out:
@@ -80,10 +120,10 @@ def write_atomically(path: Path, text: str) -> None:
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+    return Path(tmp)
 
 
 def _finite(value):
@@ -107,7 +147,7 @@ def load_results(root) -> list[RunResult]:
 
 
 def _json_kind(value) -> str:
-    kinds = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    kinds = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number", dict: "an object"}
     return "null" if value is None else kinds.get(type(value), type(value).__name__)
 
 

@@ -129,6 +129,16 @@ def readable_pages(pages: list[RunPage], book_dir: Path) -> tuple[list[RunPage],
     return [page for page in pages if not problems[page]], {page: why for page, why in problems.items() if why}
 
 
+def require_loopback() -> None:
+    """Jupyter's kernels talk over 127.0.0.1: with it down each notebook waits 60 s, six times over."""
+    from ..study.cluster import ClusterUnavailable, check_loopback
+
+    try:
+        check_loopback(needed_by="executing the book's notebooks (Jupyter kernels)", otherwise="")
+    except ClusterUnavailable as error:
+        raise BookError(str(error)) from None
+
+
 def require_inside(runs: Path, book_dir: Path) -> None:
     """The appendix pages are the run notebooks themselves, so they must lie in the book's tree."""
     try:
@@ -354,6 +364,7 @@ def make_book(profile: str, book_dir: Path = DEFAULT_BOOK, runs: Path | None = N
     runs_root = profile_root(runs, profile)
     require_results(runs_root, profile)
     require_readable_results(runs_root)
+    require_loopback()
     pages, left_out = readable_pages(run_pages(runs_root, book_dir), book_dir)
     for page, why in left_out.items():
         print(f"gum_utils.book: leaving out {page.docname}.ipynb: {why}", file=sys.stderr)

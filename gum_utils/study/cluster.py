@@ -44,9 +44,10 @@ class ClusterUnavailable(OSError):
     """The cluster asked for cannot start here; the message says why and what to do."""
 
 
-def check_loopback(timeout_s: float = 3.0) -> None:
-    """The local cluster talks over 127.0.0.1: with the loopback interface down, Dask would time out
-    after 30 s with a traceback. A socket that connects to itself tells at once."""
+def check_loopback(timeout_s: float = 3.0, needed_by: str = "the local Dask cluster",
+                   otherwise: str = "or give a running cluster with --scheduler tcp://HOST:PORT") -> None:
+    """The local cluster (and a Jupyter kernel) talks over 127.0.0.1: with the loopback interface down,
+    Dask would time out after 30 s with a traceback. A socket that connects to itself tells at once."""
     import socket
 
     try:
@@ -56,19 +57,20 @@ def check_loopback(timeout_s: float = 3.0) -> None:
             with socket.create_connection(server.getsockname(), timeout=timeout_s):
                 pass
     except OSError as error:
-        raise ClusterUnavailable(f"the local Dask cluster needs the loopback interface (127.0.0.1), which does "
-                                 f"not answer here ({error.strerror or error}); bring it up (ip link set lo up) "
-                                 "or give a running cluster with --scheduler tcp://HOST:PORT") from None
+        raise ClusterUnavailable(f"{needed_by} needs the loopback interface (127.0.0.1), which does not answer "
+                                 f"here ({error.strerror or error}); bring it up (ip link set lo up)"
+                                 + (f" {otherwise}" if otherwise else "")) from None
 
 
 def local_cluster(jobs: int):
     from distributed import LocalCluster
 
     check_loopback()
-    # Loopback only and no dashboard: nothing listens beyond this machine.
+    # Loopback only and no dashboard: nothing listens beyond this machine. The scheduler's HTTP routes
+    # (health) still listen: on a free loopback port, not 8787, which another cluster may hold.
     try:
         return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address=None)
+                            dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False})
     except RuntimeError as error:  # "Cluster failed to start: ..." (a worker could not reach the scheduler)
         raise ClusterUnavailable(f"the local Dask cluster did not start: {error}") from None
 

@@ -22,6 +22,7 @@ so workers share no filesystem with it. A cell whose worker dies is run again el
 """
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -36,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..archs import ARCHITECTURES
-from ..core.config import DATA_SOURCES, PARALLEL, default_lr
-from ..core.results import ResultFileError, RunResult, notebook_problem, write_atomically
+from ..core.config import DATA_SOURCES, MAX_SEED, PARALLEL, default_lr
+from ..core.plan_cache import folder_problem as plan_cache_problem
+from ..core.results import ResultFileError, RunResult, notebook_problem, write_temporary
 from ..core.strategies import STRATEGIES
 from ..optim import STUDY_OPTIMIZERS
 from . import paths
@@ -166,19 +168,38 @@ def cell_job(task: Task, notebook_text: str, fingerprint: str) -> CellJob:
 
 
 def save_outcome(task: Task, outcome) -> str:
-    """Write a cell's result, then its notebook: an existing notebook marks the cell finished."""
-    task.output.parent.mkdir(parents=True, exist_ok=True)
-    task.output.unlink(missing_ok=True)  # a notebook of an older run must not stand beside this result
-    write_atomically(task.result_path, outcome.result_text)
-    if outcome.notebook_text is not None:
-        write_atomically(task.output, outcome.notebook_text)
+    """Write a cell's new result and notebook to temporaries, then swap them in: a write that fails
+    (a full disk, a read-only folder) leaves the old pair as it was, and the cell counts as failed."""
+    staged = []
+    try:
+        task.output.parent.mkdir(parents=True, exist_ok=True)
+        staged.append((write_temporary(task.result_path, outcome.result_text), task.result_path))
+        if outcome.notebook_text is not None:
+            staged.append((write_temporary(task.output, outcome.notebook_text), task.output))
+    except OSError as error:
+        for tmp, _ in staged:
+            tmp.unlink()
+        return _unwritten(task, error, "its old files stay as they were")
+    task.output.unlink(missing_ok=True)  # an existing notebook marks the cell finished: none beside a new result
+    for tmp, path in staged:  # renames in one folder: the new result, then the notebook that marks it done
+        os.replace(tmp, path)
     return outcome.status
 
 
 def _record_error(task: Task, error: str) -> str:
     """A failure with no notebook (the worker or the cluster broke): the next grid runs the cell again."""
     task.output.unlink(missing_ok=True)
-    error_result(task.parameters, task.key, error).to_json(task.result_path)
+    try:
+        error_result(task.parameters, task.key, error).to_json(task.result_path)
+    except OSError as write_error:
+        return _unwritten(task, write_error, "the next grid runs it again")
+    return "error"
+
+
+def _unwritten(task: Task, error: OSError, then: str) -> str:
+    """A cell whose files could not be written (a full disk, a read-only folder): said, counted failed."""
+    print(f"gum_utils.study.grid: {task.name}: its new files could not be written ({error.strerror or error}); "
+          f"the cell counts as failed and {then}", file=sys.stderr, flush=True)
     return "error"
 
 
@@ -346,7 +367,7 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", default="cpu", choices=tuple(PROFILES))
     parser.add_argument("--stage", nargs="*", choices=STAGES,
                         help="stages to run, in study order (default: every stage of the profile)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="root of the executed notebooks and results")
+    parser.add_argument("--out", type=_folder, default=DEFAULT_OUT, help="root of the executed notebooks and results")
     parser.add_argument("--arch", nargs="*", help="a subset of architectures")
     parser.add_argument("--optimizer", nargs="*", help="a subset of optimizers")
     parser.add_argument("--strategy", nargs="*", help="a subset of strategies")
@@ -377,6 +398,12 @@ def main(argv=None) -> int:
         one_line = " ".join(str(error).split())
         print(f"gum_utils.study.grid: {type(error).__name__}: {one_line} (--debug shows the traceback)", file=sys.stderr)
         return 1
+
+
+def _folder(text: str) -> Path:
+    if not text.strip():  # Path("") is the working directory: results would land wherever the grid was started
+        raise argparse.ArgumentTypeError("needs a folder, got an empty name")
+    return Path(text)
 
 
 def interrupted_summary(stop: BaseException, totals: dict) -> str:
@@ -413,35 +440,45 @@ def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
     unknown = [stage for stage in stages if stage not in prof.stages]
     if unknown:
         parser.error(f"profile {prof.name!r} has no stage {', '.join(unknown)}; its stages: {', '.join(prof.stages)}")
-    subset = {"archs": args.arch, "optimizers": args.optimizer, "strategies": args.strategy, "seeds": args.seed}
+    subset = {"archs": _unique(args.arch), "optimizers": _unique(args.optimizer), "strategies": _unique(args.strategy),
+              "seeds": _unique(args.seed)}  # `--seed 0 0` is one seed: each cell runs once
     try:
         cells(prof, **subset)  # a misspelt subset fails here, before anything runs
     except ValueError as error:
         parser.error(str(error))
     check_options(args, prof, subset)
+    if jobs is not None and plan_cache_problem():  # local workers share this machine's cache: said once, here
+        print(f"gum_utils.study.grid: warning: {plan_cache_problem()}", file=sys.stderr, flush=True)
     stale = remove_stale_scratch()
     if stale:
         print(f"removed {len(stale)} scratch folder(s) that killed grids left in {stale[0].parent}", flush=True)
     started = time.perf_counter()
-    with _open_cluster(args, jobs) as client:
+    with output_lock(args.out / prof.name), _open_cluster(args, jobs) as client:
         for stage in stages:
             counts = run_stage(prof, stage, args.out, jobs, args.force, args.retry_failed, subset, client,
                                args.retries)
             for status, n in counts.items():
                 totals[status] = totals.get(status, 0) + n
     minutes = (time.perf_counter() - started) / 60
+    errors = totals.get("error", 0)
     print(f"grid {prof.name} ({', '.join(stages)}) finished in {minutes:.1f} min: "
-          + ", ".join(f"{k} {v}" for k, v in totals.items()))
-    return 0
+          + ", ".join(f"{k} {v}" for k, v in totals.items())
+          + (f"; {errors} cell(s) ended in error (their notebooks and results say why; --retry-failed runs them "
+             "again)" if errors else ""))
+    return 1 if errors else 0  # diverged and oom are findings of the study; an error is not
 
 
 # --- options checked before the first cell ------------------------------------------------
 
 def check_options(args, prof: Profile, subset: dict) -> None:
     """Every option a cell would fail on, checked now: raises GridOptionError with one line."""
-    bad_seeds = [seed for seed in args.seed or () if seed < 0]
+    for option, valid in (("stage", STAGES), ("arch", ARCHITECTURES), ("optimizer", STUDY_OPTIMIZERS),
+                          ("strategy", STRATEGIES), ("seed", ("integers",))):
+        if getattr(args, option) == []:  # argparse takes `--stage` alone as an empty list: not "all"
+            raise GridOptionError(f"--{option} needs one or more values ({', '.join(valid)}); leave it out for all")
+    bad_seeds = [seed for seed in args.seed or () if not 0 <= seed <= MAX_SEED]
     if bad_seeds:
-        raise GridOptionError(f"--seed takes integers >= 0, got {', '.join(map(str, bad_seeds))}")
+        raise GridOptionError(f"--seed takes integers from 0 to {MAX_SEED}, got {', '.join(map(str, bad_seeds))}")
     if args.parallel and args.world_size == 1:
         raise GridOptionError(f"--parallel {args.parallel} spans several processes: give --world-size N (N > 1) too")
     if prof.data == "hub" and prof.size != "paper":
@@ -449,8 +486,16 @@ def check_options(args, prof: Profile, subset: dict) -> None:
                               f"profile {prof.name!r} is size {prof.size!r}: use --data embedded or --profile paper")
     check_world_size(prof, subset["strategies"])
     check_writable(args.out)
+    if prof.device == "cuda" and not (args.scheduler or args.slurm) and local_gpu_count() == 0:
+        raise GridOptionError(f"the {prof.name} profile runs every cell on a GPU (device cuda) and torch sees none "
+                              "on this machine: use --profile cpu (or smoke) here, or GPU workers elsewhere "
+                              "(--scheduler tcp://HOST:PORT, or --slurm --gpus-per-job N)")
     if args.scheduler:
         check_scheduler(args.scheduler)
+
+
+def _unique(values: list | None) -> list | None:
+    return None if values is None else list(dict.fromkeys(values))
 
 
 def check_world_size(prof: Profile, strategies) -> None:
@@ -467,6 +512,39 @@ def check_world_size(prof: Profile, strategies) -> None:
             raise GridOptionError(f"--world-size {world} leaves accumulation a per-rank batch of {share}, which its "
                                   f"micro-batch of {micro} must divide into more than one: choose another "
                                   "--world-size or leave accumulation out (--strategy standard checkpointing)")
+
+
+def local_gpu_count(timeout_s: float = 120.0) -> int:
+    """The CUDA devices torch sees here, asked in a child process (this one imports no torch)."""
+    import subprocess
+
+    try:
+        done = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+                              capture_output=True, text=True, timeout=timeout_s)
+        return int(done.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        return 0
+
+
+@contextlib.contextmanager
+def output_lock(folder: Path):
+    """One grid at a time on a profile's output folder: a second would run every cell the first runs.
+    An flock, so a grid killed with -9 leaves no stale lock; the file names the holder's process."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".grid.lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise GridOptionError(f"another grid ({holder}) is running on {folder}: let it finish (finished cells "
+                                  "are skipped when you run again) or give another --out") from None
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()}")
+        lock.flush()
+        yield
 
 
 def check_writable(out: Path) -> None:
@@ -495,6 +573,38 @@ def check_scheduler(address: str, timeout: float = 3.0) -> None:
     except OSError as error:
         raise GridOptionError(f"no Dask scheduler answers at {address} within {timeout:g} s "
                               f"({error.strerror or error}); start one with `dask scheduler`") from None
+    found = _not_a_scheduler(f"{parts.scheme}://{parts.netloc}", timeout) if parts.scheme == "tcp" else None
+    if found:
+        raise GridOptionError(f"--scheduler {address} is not a Dask scheduler: {found}")
+
+
+_NOT_DASK = "(a dashboard's port, 8787 by default, is not its scheduler's, 8786 by default)"
+
+
+def _not_a_scheduler(address: str, timeout: float) -> str | None:
+    """None where a Dask scheduler answers Dask's handshake and identity call within `timeout`; else
+    what was found: a Dask worker, a server that never speaks Dask (HTTP), bytes that are not Dask's."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def identity():
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        reply = asyncio.run(asyncio.wait_for(identity(), timeout))
+    except (asyncio.TimeoutError, TimeoutError):
+        return f"something accepts connections there but gives no Dask handshake within {timeout:g} s {_NOT_DASK}"
+    except Exception as error:  # noqa: BLE001 (what a non-Dask peer's bytes make of Dask's reader: said, not raised)
+        said = " ".join(str(error).split())[:100]
+        return f"what answers there does not speak Dask ({type(error).__name__}: {said}) {_NOT_DASK}"
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    return None if kind == "Scheduler" else f"a Dask {kind or 'peer'} answers there, not a scheduler"
 
 
 def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
