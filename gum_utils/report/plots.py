@@ -1,4 +1,4 @@
-"""The study's figures: each function takes tables (gum_utils.tables) and returns a matplotlib Figure.
+"""The study's figures: each function takes tables (gum_utils.report.tables) and returns a matplotlib Figure.
 
 Each optimizer keeps one colour in every figure. Means are over seeds with a 95 % t-interval
 (bands, error bars). A cell whose runs failed is drawn as a marked gap with its status, never
