@@ -89,6 +89,8 @@ def test_utilization_timeline(grid):
 def test_architectures_summary(grid):
     fig = plots.architectures_summary(grid["runs"])
     assert len(fig.axes) == 4 and all(ax.get_ylabel() for ax in fig.axes)
+    legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert legend == list(OPTIMIZERS)  # what ran: no adamw
 
 
 def test_lr_sensitivity_marks_the_choice_and_the_edge(tmp_path):

@@ -266,8 +266,11 @@ def architectures_summary(runs_df, regime: str = "shared"):
     for ax, value, hue, scale, label in panels:
         _bars(ax, runs, value, "arch", hue, OPTIMIZER_COLORS if hue == "optimizer" else STRATEGY_COLORS, scale)
         ax.set(ylabel=label, title=label.split(" (")[0])
-    axes[0, 0].legend(handles=[Patch(color=OPTIMIZER_COLORS[o], label=o) for o in OPTIMIZERS], fontsize=7, ncol=2)
-    axes[0, 1].legend(handles=[Patch(color=STRATEGY_COLORS[s], label=s) for s in STRATEGIES], fontsize=7)
+    # the legends name what ran (adamw is in the registry, not in the study's grid)
+    axes[0, 0].legend(handles=[Patch(color=OPTIMIZER_COLORS[o], label=o)
+                               for o in _present(OPTIMIZERS, runs["optimizer"].unique())], fontsize=7, ncol=2)
+    axes[0, 1].legend(handles=[Patch(color=STRATEGY_COLORS[s], label=s)
+                               for s in _present(STRATEGIES, runs["strategy"].unique())], fontsize=7)
     fig.suptitle(f"all architectures ({regime} regime; mean over runs, 95 % CI; X: no ok run)")
     fig.tight_layout()
     return fig

@@ -81,9 +81,17 @@ def run(config, result_path: Path, cell_key: str | None = None):
     return result, model
 
 
-def look(model, config):
-    """The architecture's own look at what the trained model learned (its notebook's last figure)."""
-    return architecture(config.arch).look(model, config)
+def look(model, config) -> None:
+    """The architecture's own look at what the trained model learned (its notebook's last figure).
+
+    Shown here once and closed: returned, the figure would show a second time (the cell's value,
+    then the inline backend's open figure)."""
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    fig = architecture(config.arch).look(model, config)
+    display(fig)
+    plt.close(fig)
 
 
 def summary_table(result):

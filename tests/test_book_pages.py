@@ -1,0 +1,38 @@
+"""Rendering faults checkable from the notebooks' JSON and the book's pages: what a reader sees once."""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+HIDDEN = {"remove-input", "remove-cell"}
+
+
+def test_every_analysis_template_hides_its_code():
+    shown = [(path.name, i) for path in sorted((ROOT / "book" / "templates").glob("*.ipynb"))
+             for i, cell in enumerate(json.loads(path.read_text())["cells"])
+             if cell["cell_type"] == "code" and not HIDDEN & set(cell["metadata"].get("tags", []))]
+    assert shown == []
+
+
+def test_the_index_cites_the_paper_and_links_the_decision_guide():
+    intro = (ROOT / "book" / "intro.md").read_text()
+    assert "arXiv 2608.08961" in intro and "<guide-chapter>`" in intro
+    assert '"(guide-chapter)=\\n"' in (ROOT / "book" / "templates" / "guide.ipynb").read_text()
+
+
+def test_what_the_model_learned_is_shown_once(monkeypatch):
+    from gum_utils.study import notebook
+
+    fig = plt.figure()
+    shown = []
+    monkeypatch.setattr(notebook, "architecture", lambda arch: SimpleNamespace(look=lambda model, config: fig))
+    monkeypatch.setattr("IPython.display.display", shown.append)
+    assert notebook.look(None, SimpleNamespace(arch="vit")) is None  # no cell value: no second figure
+    assert shown == [fig] and not plt.fignum_exists(fig.number)
