@@ -36,3 +36,13 @@ def test_what_the_model_learned_is_shown_once(monkeypatch):
     monkeypatch.setattr("IPython.display.display", shown.append)
     assert notebook.look(None, SimpleNamespace(arch="vit")) is None  # no cell value: no second figure
     assert shown == [fig] and not plt.fignum_exists(fig.number)
+
+
+def test_the_pages_name_the_peak_they_show():
+    from gum_utils.report import tables
+    from gum_utils.study import notebook
+
+    for name in ("architecture", "overview"):
+        text = (ROOT / "book" / "templates" / f"{name}.ipynb").read_text()
+        assert "tables.PEAK_MEMORY_LABEL" in text and '"peak memory (MiB)"' not in text
+    assert "RSS" in tables.PEAK_MEMORY_LABEL and "RSS" in notebook.PEAK_LABEL

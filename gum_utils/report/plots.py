@@ -191,7 +191,7 @@ def memory_figure(runs_df, arch: str = "vit", regime: str = "shared"):
           OPTIMIZER_COLORS, 1 / MIB)
     device = ", ".join(sorted(runs["device"].dropna().unique()))
     what = "live tensors" if tensors else "process RSS" if device == "cpu" else "max allocated"
-    peak.set(title=f"peak memory ({what}, {device})", ylabel="peak memory (MiB)")
+    peak.set(title=f"peak memory ({what}, {device})", ylabel=f"peak memory (MiB, {what})")
     # Byte counts are exact even for a run that later diverged, so every run with them counts here.
     cells = runs.groupby(["strategy", "optimizer"])[[f"mem_{p}" for p in MEMORY_COLORS]].mean() / MIB
     cells = cells.reindex([(s, o) for s in _present(STRATEGIES, runs["strategy"].unique())
@@ -205,7 +205,8 @@ def memory_figure(runs_df, arch: str = "vit", regime: str = "shared"):
     parts.set_yticks(range(len(cells)), [f"{s} / {o}" for s, o in cells.index], fontsize=7)
     parts.invert_yaxis()
     parts.set(title="memory breakdown (exact tensor bytes)", xlabel="memory (MiB)")
-    parts.legend(title="part", fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    # below the axis label, not over it
+    parts.legend(title="part", fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     fig.suptitle(f"{arch}: memory per optimizer and strategy")
     _legend(fig, OPTIMIZER_COLORS, _present(OPTIMIZERS, runs["optimizer"].unique()), "optimizer")
     return fig

@@ -94,6 +94,10 @@ def look(model, config) -> None:
     plt.close(fig)
 
 
+# Named apart from the memory panel's exact tensor bytes: on a CPU this peak is the process's RSS.
+PEAK_LABEL = "peak memory (MiB; process RSS, max allocated on a GPU)"
+
+
 def summary_table(result):
     """One row per figure a reader asks first: status, losses, time, memory."""
     import pandas as pd
@@ -108,7 +112,7 @@ def summary_table(result):
         "mean step time (ms)": None if s.get("mean_step_time_s") is None else 1000 * s["mean_step_time_s"],
         "samples / s": s.get("samples_per_s"),
         "model state + activations (MiB)": None if not m else sum(m.values()) / 2**20,
-        "peak memory (MiB)": None if s.get("peak_memory_bytes") is None else s["peak_memory_bytes"] / 2**20,
+        PEAK_LABEL: None if s.get("peak_memory_bytes") is None else s["peak_memory_bytes"] / 2**20,
     }
     return pd.DataFrame({"value": rows})
 
