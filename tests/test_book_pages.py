@@ -46,3 +46,18 @@ def test_the_pages_name_the_peak_they_show():
         text = (ROOT / "book" / "templates" / f"{name}.ipynb").read_text()
         assert "tables.PEAK_MEMORY_LABEL" in text and '"peak memory (MiB)"' not in text
     assert "RSS" in tables.PEAK_MEMORY_LABEL and "RSS" in notebook.PEAK_LABEL
+
+
+def test_every_run_notebook_lists_every_parameter_for_papermill_help():
+    import papermill
+
+    from gum_utils.study import notebook
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        listed = papermill.inspect_notebook(str(path))
+        assert set(listed) == set(notebook.parameter_names()), path.name
+        source = "".join(json.loads(path.read_text())["cells"][1]["source"])
+        namespace = {}
+        exec(source, namespace)  # the cell as written runs the profile's cell unchanged
+        config = notebook.read_parameters(path.stem, namespace)[0]
+        assert config == notebook.read_parameters(path.stem, {"profile": "cpu"})[0]
