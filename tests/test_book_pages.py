@@ -61,3 +61,15 @@ def test_every_run_notebook_lists_every_parameter_for_papermill_help():
         exec(source, namespace)  # the cell as written runs the profile's cell unchanged
         config = notebook.read_parameters(path.stem, namespace)[0]
         assert config == notebook.read_parameters(path.stem, {"profile": "cpu"})[0]
+
+
+def test_a_run_page_shows_the_learning_rate_used_not_none():
+    from gum_utils.core.results import RunResult
+    from gum_utils.study import notebook
+
+    result = RunResult(config={"arch": "vit", "optimizer": "adam", "lr": None}, status="ok",
+                       summary={"lr": 0.001}, environment={})
+    assert notebook.config_table(result).loc["lr", "value"] == "0.001 (the default for vit and adam)"
+    given = RunResult(config={"arch": "vit", "optimizer": "adam", "lr": 0.01}, status="ok", summary={"lr": 0.01},
+                      environment={})
+    assert notebook.config_table(given).loc["lr", "value"] == "0.01"

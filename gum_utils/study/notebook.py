@@ -168,5 +168,7 @@ def config_table(result):
 
     env = result.environment
     rows = dict(result.config)
+    if rows.get("lr") is None and result.summary.get("lr") is not None:  # the rate used, not "None"
+        rows["lr"] = f"{result.summary['lr']:g} (the default for {rows.get('arch')} and {rows.get('optimizer')})"
     rows.update({key: env.get(key) for key in ("device", "device_name", "torch", "transformers", "git_commit")})
     return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})
