@@ -61,6 +61,16 @@ def interactive_result_path(config) -> Path:
     return INTERACTIVE_RESULTS / f"{config.arch}-{config.optimizer}-{config.strategy}-s{config.seed}-{stamp}.json"
 
 
+def _quiet_progress_bars() -> None:
+    """transformers imports tqdm.auto, which in a kernel without ipywidgets warns on every run (its
+    bars fall back to text, which is all a run's notebook needs)."""
+    import warnings
+
+    from tqdm import TqdmWarning
+
+    warnings.filterwarnings("ignore", message="IProgress not found", category=TqdmWarning)
+
+
 class RunFailed(RuntimeError):
     """An interactive run ended in `error`: the notebook stops here, with the whole message."""
 
@@ -71,6 +81,7 @@ def run(config, result_path: Path, cell_key: str | None = None):
     Run by hand (no cell key), a run that ends in `error` then fails the notebook, so papermill
     or Jupyter shows the failure; under the grid the result records it and the grid goes on.
     """
+    _quiet_progress_bars()
     from ..core.run import train_model  # torch loads here, when a notebook trains
 
     result, model = train_model(config)
