@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.test-installed
 HTML := book/_build/html/index.html
 
-.PHONY: reproduce test grid guide analysis book check-book browser bench gpu-check paper-smoke clean
+.PHONY: reproduce test grid guide analysis book check-book browser bench gpu-check paper-smoke lab clean
 
 # pip's and the build backend's chatter goes to a log, shown only if the install fails.
 $(STAMP): pyproject.toml constraints.txt
@@ -75,6 +75,16 @@ gpu-check:
 # One SGD step of each architecture at paper size, batch 1, on the CPU (what fits in memory).
 paper-smoke: $(STAMP)
 	$(PY) -m gum_utils.study.gpu_check --device cpu --optimizers sgd --strategies standard --steps 1 --batch-size 1
+
+# Rerun one notebook by hand: JupyterLab in the study's .venv (kernel "python3", the package), opened on notebooks/.
+LAB_STAMP := $(VENV)/.lab-installed
+$(LAB_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt jupyterlab > $(VENV)/lab-install.log 2>&1 || \
+	  (cat $(VENV)/lab-install.log; exit 1)
+	touch $@
+
+lab: $(LAB_STAMP)
+	$(PY) -m jupyter lab --notebook-dir=notebooks
 
 clean:
 	rm -rf book/_build book/runs book/report results

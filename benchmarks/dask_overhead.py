@@ -5,7 +5,7 @@ In one process and interleaved (Dask, direct, direct, Dask, ...), median over th
 - a trivial task that takes a cell's job (the notebook's source, its parameters) and returns a
   cell's outcome of an executed notebook's size: its round trip is all Dask (scheduling,
   pickling, transfer), the cost each cell pays on top of its notebook;
-- one smoke cell (vit, sgd, standard) through `gum_utils.cell.run_cell` on a warm kernel, on a
+- one smoke cell (vit, sgd, standard) through `gum_utils.study.cell.run_cell` on a warm kernel, on a
   worker and in this process: the same cost, seen beside a real (if tiny) cell.
 
 Goal: under 0.2 s per cell. The cluster has 2 workers, as `--jobs 2`; tasks go one at a time.

@@ -1,7 +1,7 @@
 """Regenerate the data files in ``gum_utils/assets/`` from Debian packages.
 
 Nothing here runs at training time: the assets are committed, and
-``gum_utils.data`` only reads them.  This script documents where they came
+``gum_utils.archs.embedded`` only reads them.  This script documents where they came
 from and rebuilds them byte for byte (fixed seeds, sorted inputs).
 
 Sources (install as root, after ``apt-get update``):

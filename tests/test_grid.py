@@ -325,3 +325,12 @@ def test_papermill_says_nothing_of_the_parameters_a_notebook_checks_itself(caplo
         logger.warning("Input notebook does not contain a cell with tag 'parameters'")
     assert [record.getMessage() for record in caplog.records] == [
         "Input notebook does not contain a cell with tag 'parameters'"]
+
+
+def test_a_run_notebook_shows_no_warning_and_its_look_once(tmp_path):
+    run_notebook(tmp_path, optimizer="sgd")
+    cells = json.loads((tmp_path / "out.ipynb").read_text())["cells"]
+    stderr = [o["text"] for c in cells for o in c.get("outputs", []) if o.get("name") == "stderr"]
+    assert not any("Warning" in "".join(text) for text in stderr), stderr
+    look = next(c for c in cells if c["cell_type"] == "code" and "nb.look(" in "".join(c["source"]))
+    assert [o["output_type"] for o in look["outputs"]] == ["display_data"]  # the figure, once

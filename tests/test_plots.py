@@ -89,6 +89,8 @@ def test_utilization_timeline(grid):
 def test_architectures_summary(grid):
     fig = plots.architectures_summary(grid["runs"])
     assert len(fig.axes) == 4 and all(ax.get_ylabel() for ax in fig.axes)
+    legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert legend == list(OPTIMIZERS)  # what ran: no adamw
 
 
 def test_lr_sensitivity_marks_the_choice_and_the_edge(tmp_path):
@@ -140,3 +142,12 @@ def test_memory_figure_shows_the_tensor_peak_where_runs_recorded_it(tmp_path):
     peak = fig.axes[0]
     assert "live tensors" in peak.get_title()
     assert sorted(bar.get_height() for bar in peak.patches) == pytest.approx([10, 40])  # MiB, not the 800 of RSS
+
+
+def test_memory_figure_legend_clears_the_axis_label_and_the_peak_names_what_it_measures(grid):
+    fig = plots.memory_figure(grid["runs"], "vit")
+    fig.canvas.draw()
+    peak, parts = fig.axes[:2]
+    legend = parts.get_legend().get_window_extent()
+    assert not legend.overlaps(parts.xaxis.label.get_window_extent())
+    assert peak.get_ylabel() != "peak memory (MiB)" and peak.get_ylabel().startswith("peak memory (MiB, ")

@@ -21,7 +21,7 @@ class BatchStream:
     """Infinite seeded batches: a fresh permutation every epoch; batches are
     always full (the last one of an epoch is topped up from the next).
 
-    `split` is a prepared split (e.g. from `gum_utils.hub`) to draw from instead of the
+    `split` is a prepared split (e.g. from `gum_utils.archs.hub`) to draw from instead of the
     embedded one, with the `vocab` its masked-LM batches are masked with."""
 
     def __init__(self, arch: Architecture, split: str, shape: DataShape = DataShape(),

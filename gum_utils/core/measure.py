@@ -1,6 +1,6 @@
 """What a run costs: a background sampler of utilization, and an exact memory breakdown.
 
-The sampler reads NVML (GPU utilization, memory, power, energy; see `gum_utils.nvml`) where
+The sampler reads NVML (GPU utilization, memory, power, energy; see `gum_utils.core.nvml`) where
 a GPU is present, and the process's CPU utilization and resident memory always, from the
 standard library, so a GPU machine's stock image needs no extra package. The breakdown
 counts bytes exactly: parameters, gradients, optimizer state, and activations as the bytes

@@ -6,7 +6,7 @@ non-finite loss ends the run as `diverged`, running out of memory as `oom`, anyt
 that breaks mid-run as `error`; a bad configuration raises ValueError before anything runs.
 
 With `world_size` > 1 the run spans that many processes: `train()` in a plain process starts
-them with torchrun (`gum_utils.core.launch`) and returns what rank 0 wrote; inside each rank the
+them with torchrun (`gum_utils.core.run.launch`) and returns what rank 0 wrote; inside each rank the
 same `Run` trains its shard of every batch (`gum_utils.core.distributed`).
 """
 

@@ -367,7 +367,7 @@ def make_book(profile: str, book_dir: Path = DEFAULT_BOOK, runs: Path | None = N
     require_loopback()
     pages, left_out = readable_pages(run_pages(runs_root, book_dir), book_dir)
     for page, why in left_out.items():
-        print(f"gum_utils.book: leaving out {page.docname}.ipynb: {why}", file=sys.stderr)
+        print(f"gum_utils.report.book: leaving out {page.docname}.ipynb: {why}", file=sys.stderr)
     report = fresh_report(book_dir, profile)
     write_csv(runs_root, report / "data")
     analysis = chapters(profile, runs_root, book_dir, architectures(pages + list(left_out)))

@@ -1,4 +1,4 @@
-"""The study's figures: each function takes tables (gum_utils.tables) and returns a matplotlib Figure.
+"""The study's figures: each function takes tables (gum_utils.report.tables) and returns a matplotlib Figure.
 
 Each optimizer keeps one colour in every figure. Means are over seeds with a 95 % t-interval
 (bands, error bars). A cell whose runs failed is drawn as a marked gap with its status, never
@@ -191,7 +191,7 @@ def memory_figure(runs_df, arch: str = "vit", regime: str = "shared"):
           OPTIMIZER_COLORS, 1 / MIB)
     device = ", ".join(sorted(runs["device"].dropna().unique()))
     what = "live tensors" if tensors else "process RSS" if device == "cpu" else "max allocated"
-    peak.set(title=f"peak memory ({what}, {device})", ylabel="peak memory (MiB)")
+    peak.set(title=f"peak memory ({what}, {device})", ylabel=f"peak memory (MiB, {what})")
     # Byte counts are exact even for a run that later diverged, so every run with them counts here.
     cells = runs.groupby(["strategy", "optimizer"])[[f"mem_{p}" for p in MEMORY_COLORS]].mean() / MIB
     cells = cells.reindex([(s, o) for s in _present(STRATEGIES, runs["strategy"].unique())
@@ -205,7 +205,8 @@ def memory_figure(runs_df, arch: str = "vit", regime: str = "shared"):
     parts.set_yticks(range(len(cells)), [f"{s} / {o}" for s, o in cells.index], fontsize=7)
     parts.invert_yaxis()
     parts.set(title="memory breakdown (exact tensor bytes)", xlabel="memory (MiB)")
-    parts.legend(title="part", fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    # below the axis label, not over it
+    parts.legend(title="part", fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     fig.suptitle(f"{arch}: memory per optimizer and strategy")
     _legend(fig, OPTIMIZER_COLORS, _present(OPTIMIZERS, runs["optimizer"].unique()), "optimizer")
     return fig
@@ -266,8 +267,11 @@ def architectures_summary(runs_df, regime: str = "shared"):
     for ax, value, hue, scale, label in panels:
         _bars(ax, runs, value, "arch", hue, OPTIMIZER_COLORS if hue == "optimizer" else STRATEGY_COLORS, scale)
         ax.set(ylabel=label, title=label.split(" (")[0])
-    axes[0, 0].legend(handles=[Patch(color=OPTIMIZER_COLORS[o], label=o) for o in OPTIMIZERS], fontsize=7, ncol=2)
-    axes[0, 1].legend(handles=[Patch(color=STRATEGY_COLORS[s], label=s) for s in STRATEGIES], fontsize=7)
+    # the legends name what ran (adamw is in the registry, not in the study's grid)
+    axes[0, 0].legend(handles=[Patch(color=OPTIMIZER_COLORS[o], label=o)
+                               for o in _present(OPTIMIZERS, runs["optimizer"].unique())], fontsize=7, ncol=2)
+    axes[0, 1].legend(handles=[Patch(color=STRATEGY_COLORS[s], label=s)
+                               for s in _present(STRATEGIES, runs["strategy"].unique())], fontsize=7)
     fig.suptitle(f"all architectures ({regime} regime; mean over runs, 95 % CI; X: no ok run)")
     fig.tight_layout()
     return fig

@@ -359,3 +359,8 @@ def write_csv(root, out_dir) -> dict[str, Path]:
         written[name] = out_dir / f"{name}.csv"
         table.to_csv(written[name], index=False)
     return written
+
+
+# What the runs table's `peak_mib` is (summary["peak_memory_bytes"]): named so on every page, since the
+# memory figure beside it shows live tensor bytes.
+PEAK_MEMORY_LABEL = "peak memory (MiB; process RSS on a CPU, max allocated on a GPU)"

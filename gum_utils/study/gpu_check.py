@@ -176,7 +176,7 @@ def main(argv=None) -> int:
     print(f"\n{len(rows)} cells in {(time.perf_counter() - started) / 60:.1f} min on "
           f"{torch.cuda.get_device_name() if args.device != 'cpu' and torch.cuda.is_available() else 'the CPU'}; "
           "util % is NVML's share of time a kernel ran, not how busy the cores were; MFU counts model FLOPs "
-          "(see gum_utils/flops.py) against the device's dense peak.")
+          "(see gum_utils/core/flops.py) against the device's dense peak.")
     failed = [r for r in rows if r["status"] not in ("ok", "skipped")]
     return 1 if failed else 0
 

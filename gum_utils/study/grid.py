@@ -13,9 +13,9 @@ whose parameters are those of a finished shared cell (its sweep chose the defaul
 run. A cell that fails is recorded with status "error" and the grid goes on. Each stage's time
 is appended to `<out>/<profile>/grid-log.csv`. Imports no torch.
 
-The cells run on Dask (`gum_utils.cluster`): `--jobs N` local worker processes, `--scheduler`
+The cells run on Dask (`gum_utils.study.cluster`): `--jobs N` local worker processes, `--scheduler`
 a running cluster, `--slurm` SLURM jobs. A task carries the notebook's source and returns the
-executed notebook and the result (`gum_utils.cell`); this process writes them under `--out`,
+executed notebook and the result (`gum_utils.study.cell`); this process writes them under `--out`,
 so workers share no filesystem with it. A cell whose worker dies is run again elsewhere
 (Dask's `distributed.scheduler.allowed-failures`); one whose notebook raises is retried
 `--retries` times, then recorded as failed.

@@ -61,6 +61,16 @@ def interactive_result_path(config) -> Path:
     return INTERACTIVE_RESULTS / f"{config.arch}-{config.optimizer}-{config.strategy}-s{config.seed}-{stamp}.json"
 
 
+def _quiet_progress_bars() -> None:
+    """transformers imports tqdm.auto, which in a kernel without ipywidgets warns on every run (its
+    bars fall back to text, which is all a run's notebook needs)."""
+    import warnings
+
+    from tqdm import TqdmWarning
+
+    warnings.filterwarnings("ignore", message="IProgress not found", category=TqdmWarning)
+
+
 class RunFailed(RuntimeError):
     """An interactive run ended in `error`: the notebook stops here, with the whole message."""
 
@@ -71,6 +81,7 @@ def run(config, result_path: Path, cell_key: str | None = None):
     Run by hand (no cell key), a run that ends in `error` then fails the notebook, so papermill
     or Jupyter shows the failure; under the grid the result records it and the grid goes on.
     """
+    _quiet_progress_bars()
     from ..core.run import train_model  # torch loads here, when a notebook trains
 
     result, model = train_model(config)
@@ -81,9 +92,21 @@ def run(config, result_path: Path, cell_key: str | None = None):
     return result, model
 
 
-def look(model, config):
-    """The architecture's own look at what the trained model learned (its notebook's last figure)."""
-    return architecture(config.arch).look(model, config)
+def look(model, config) -> None:
+    """The architecture's own look at what the trained model learned (its notebook's last figure).
+
+    Shown here once and closed: returned, the figure would show a second time (the cell's value,
+    then the inline backend's open figure)."""
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    fig = architecture(config.arch).look(model, config)
+    display(fig)
+    plt.close(fig)
+
+
+# Named apart from the memory panel's exact tensor bytes: on a CPU this peak is the process's RSS.
+PEAK_LABEL = "peak memory (MiB; process RSS, max allocated on a GPU)"
 
 
 def summary_table(result):
@@ -100,7 +123,7 @@ def summary_table(result):
         "mean step time (ms)": None if s.get("mean_step_time_s") is None else 1000 * s["mean_step_time_s"],
         "samples / s": s.get("samples_per_s"),
         "model state + activations (MiB)": None if not m else sum(m.values()) / 2**20,
-        "peak memory (MiB)": None if s.get("peak_memory_bytes") is None else s["peak_memory_bytes"] / 2**20,
+        PEAK_LABEL: None if s.get("peak_memory_bytes") is None else s["peak_memory_bytes"] / 2**20,
     }
     return pd.DataFrame({"value": rows})
 
@@ -156,5 +179,7 @@ def config_table(result):
 
     env = result.environment
     rows = dict(result.config)
+    if rows.get("lr") is None and result.summary.get("lr") is not None:  # the rate used, not "None"
+        rows["lr"] = f"{result.summary['lr']:g} (the default for {rows.get('arch')} and {rows.get('optimizer')})"
     rows.update({key: env.get(key) for key in ("device", "device_name", "torch", "transformers", "git_commit")})
     return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})

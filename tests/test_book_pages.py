@@ -1,0 +1,75 @@
+"""Rendering faults checkable from the notebooks' JSON and the book's pages: what a reader sees once."""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+HIDDEN = {"remove-input", "remove-cell"}
+
+
+def test_every_analysis_template_hides_its_code():
+    shown = [(path.name, i) for path in sorted((ROOT / "book" / "templates").glob("*.ipynb"))
+             for i, cell in enumerate(json.loads(path.read_text())["cells"])
+             if cell["cell_type"] == "code" and not HIDDEN & set(cell["metadata"].get("tags", []))]
+    assert shown == []
+
+
+def test_the_index_cites_the_paper_and_links_the_decision_guide():
+    intro = (ROOT / "book" / "intro.md").read_text()
+    assert "arXiv 2608.08961" in intro and "<guide-chapter>`" in intro
+    assert '"(guide-chapter)=\\n"' in (ROOT / "book" / "templates" / "guide.ipynb").read_text()
+
+
+def test_what_the_model_learned_is_shown_once(monkeypatch):
+    from gum_utils.study import notebook
+
+    fig = plt.figure()
+    shown = []
+    monkeypatch.setattr(notebook, "architecture", lambda arch: SimpleNamespace(look=lambda model, config: fig))
+    monkeypatch.setattr("IPython.display.display", shown.append)
+    assert notebook.look(None, SimpleNamespace(arch="vit")) is None  # no cell value: no second figure
+    assert shown == [fig] and not plt.fignum_exists(fig.number)
+
+
+def test_the_pages_name_the_peak_they_show():
+    from gum_utils.report import tables
+    from gum_utils.study import notebook
+
+    for name in ("architecture", "overview"):
+        text = (ROOT / "book" / "templates" / f"{name}.ipynb").read_text()
+        assert "tables.PEAK_MEMORY_LABEL" in text and '"peak memory (MiB)"' not in text
+    assert "RSS" in tables.PEAK_MEMORY_LABEL and "RSS" in notebook.PEAK_LABEL
+
+
+def test_every_run_notebook_lists_every_parameter_for_papermill_help():
+    import papermill
+
+    from gum_utils.study import notebook
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        listed = papermill.inspect_notebook(str(path))
+        assert set(listed) == set(notebook.parameter_names()), path.name
+        source = "".join(json.loads(path.read_text())["cells"][1]["source"])
+        namespace = {}
+        exec(source, namespace)  # the cell as written runs the profile's cell unchanged
+        config = notebook.read_parameters(path.stem, namespace)[0]
+        assert config == notebook.read_parameters(path.stem, {"profile": "cpu"})[0]
+
+
+def test_a_run_page_shows_the_learning_rate_used_not_none():
+    from gum_utils.core.results import RunResult
+    from gum_utils.study import notebook
+
+    result = RunResult(config={"arch": "vit", "optimizer": "adam", "lr": None}, status="ok",
+                       summary={"lr": 0.001}, environment={})
+    assert notebook.config_table(result).loc["lr", "value"] == "0.001 (the default for vit and adam)"
+    given = RunResult(config={"arch": "vit", "optimizer": "adam", "lr": 0.01}, status="ok", summary={"lr": 0.01},
+                      environment={})
+    assert notebook.config_table(given).loc["lr", "value"] == "0.01"
