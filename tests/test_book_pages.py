@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -36,6 +38,21 @@ def test_what_the_model_learned_is_shown_once(monkeypatch):
     monkeypatch.setattr("IPython.display.display", shown.append)
     assert notebook.look(None, SimpleNamespace(arch="vit")) is None  # no cell value: no second figure
     assert shown == [fig] and not plt.fignum_exists(fig.number)
+
+
+@pytest.mark.parametrize("arch", ["vit", "modernbert", "llama", "nanovlm"])
+def test_each_architectures_own_look_is_shown_once_and_leaves_no_figure_open(arch, monkeypatch):
+    """The real look of a tiny model of each architecture (the text models' is a table)."""
+    from gum_utils.core.config import RunConfig
+    from gum_utils.study import notebook
+
+    config = RunConfig(arch=arch, optimizer="sgd", strategy="standard", batch_size=2)
+    model = notebook.architecture(arch).build_model(config.size).eval()
+    shown = []
+    monkeypatch.setattr("IPython.display.display", shown.append)
+    plt.close("all")
+    assert notebook.look(model, config) is None
+    assert len(shown) == 1 and shown[0] is not None and plt.get_fignums() == []
 
 
 def test_the_pages_name_the_peak_they_show():

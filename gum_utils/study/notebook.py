@@ -96,13 +96,16 @@ def look(model, config) -> None:
     """The architecture's own look at what the trained model learned (its notebook's last figure).
 
     Shown here once and closed: returned, the figure would show a second time (the cell's value,
-    then the inline backend's open figure)."""
+    then the inline backend's open figure). The text models' look is a table (a DataFrame), not a
+    figure; None where there is nothing to show."""
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    fig = architecture(config.arch).look(model, config)
-    display(fig)
-    plt.close(fig)
+    shown = architecture(config.arch).look(model, config)
+    if shown is not None:
+        display(shown)
+    if isinstance(shown, plt.Figure):
+        plt.close(shown)
 
 
 # Named apart from the memory panel's exact tensor bytes: on a CPU this peak is the process's RSS.
