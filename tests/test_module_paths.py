@@ -24,8 +24,10 @@ OWNED_ELSEWHERE = {
 def scanned_files():
     for path in sorted(ROOT.rglob("*")):
         relative = path.relative_to(ROOT)
-        if path.is_file() and path.suffix in SCANNED_SUFFIXES \
-                and not SKIPPED_FOLDERS & set(relative.parts[:-1]) and path.name != "tokenizer.json":
+        folders = relative.parts[:-1]
+        # pip's editable install writes gum_utils.egg-info/ (a build output, git-ignored) into the checkout
+        if path.is_file() and path.suffix in SCANNED_SUFFIXES and path.name != "tokenizer.json" \
+                and not SKIPPED_FOLDERS & set(folders) and not any(f.endswith(".egg-info") for f in folders):
             yield relative
 
 
