@@ -173,7 +173,8 @@ def execute_chapter(chapter: Chapter, book_dir: Path) -> Path:
     try:
         with stderr_to(output.parent / ".logs" / f"{output.stem}.log"):
             papermill.execute_notebook(str(template), str(output), parameters=chapter.parameters,
-                                       kernel_name="python3", cwd=str(book_dir), progress_bar=False, log_output=False)
+                                       kernel_name="python3", cwd=str(book_dir), progress_bar=False, log_output=False,
+                                       start_timeout=kernels.KERNEL_START_TIMEOUT_S)
     except Exception as error:  # the executed notebook keeps the traceback; say where it is
         raise BookError(f"{template.name} failed for {chapter.page}: {type(error).__name__}: "
                         f"{str(error)[-1500:]}\n(the executed notebook with the traceback: {output})") from None

@@ -17,7 +17,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..core.results import RunResult
 from .fingerprint import code_fingerprint
-from .kernels import KERNEL_ENV, ONE_CELL_AT_A_TIME, WARM
+from .kernels import KERNEL_ENV, KERNEL_START_TIMEOUT_S, ONE_CELL_AT_A_TIME, WARM
 from .scratch import cell_scratch
 
 STARTED_TOPIC = "gum-cell-started"  # a worker logs each start: the client counts the cells run again
@@ -121,7 +121,8 @@ def _execute(notebook: Path, executed: Path, parameters: dict) -> str | None:
 
     try:  # no cwd: the warm kernel keeps its own, and the worker's threads share the process's
         papermill.execute_notebook(str(notebook), str(executed), parameters=parameters, kernel_name="python3",
-                                   progress_bar=False, log_output=False, km=WARM.kernel())
+                                   progress_bar=False, log_output=False, km=WARM.kernel(),
+                                   start_timeout=KERNEL_START_TIMEOUT_S)
     except Exception as exc:  # the executed notebook keeps the traceback
         if isinstance(exc, papermill.PapermillExecutionError):  # the cell's own exception, not papermill's
             return f"{exc.ename}: {exc.evalue}"[:2000]

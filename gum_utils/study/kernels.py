@@ -9,6 +9,8 @@ import threading
 
 from .scratch import KERNEL_PREFIX, owned_scratch, release_scratch, remove_stale_scratch
 
+# papermill's default is 60 s; on a loaded 2-core CI machine a kernel's first start once took longer.
+KERNEL_START_TIMEOUT_S = 300
 KERNEL_ENV = {"TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
 
 
@@ -53,7 +55,7 @@ class WarmKernel:
         client = self._manager.client()
         client.start_channels()
         try:
-            client.wait_for_ready(timeout=60)
+            client.wait_for_ready(timeout=KERNEL_START_TIMEOUT_S)
             client.execute_interactive(code, timeout=120, output_hook=lambda message: None)
         finally:
             client.stop_channels()
