@@ -187,8 +187,13 @@ def _build_model(config: RunConfig, make_model):
     return model
 
 
-def _build_optimizer(config: RunConfig, model):
-    options = {k: v for k, v in config.optimizer_options.items() if k != "line_search"}
+def _build_optimizer(config: RunConfig, model, traced: bool = True):
+    """The run's optimizer. For the trace (`traced`), CGD's line search is left out: its step needs
+    real loss values, and its repeated evaluations hold what the fixed step holds (a test measures
+    the line search as configured against the plan)."""
+    options = dict(config.optimizer_options)
+    if traced:
+        options.pop("line_search", None)
     if target_device(config) == "cuda" and "foreach" in optimizer_spec(config.optimizer).option_names():
         # torch's optimizers step all tensors at once on a GPU (full-size temporaries) and one by one
         # on the CPU; traced on fake CPU tensors, they must be told (H200: Llama + Adam + checkpointing
@@ -198,8 +203,9 @@ def _build_optimizer(config: RunConfig, model):
 
 
 def _build(config: RunConfig, make_model):
+    """The model and the optimizer exactly as the run configures them (the measurement's)."""
     model = _build_model(config, make_model)
-    return model, _build_optimizer(config, model)
+    return model, _build_optimizer(config, model, traced=False)
 
 
 def target_device(config: RunConfig) -> str:
