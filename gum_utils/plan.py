@@ -65,7 +65,9 @@ def run_cli(args, budget: int | None) -> dict:
 
     run = run_options(args)
     if args.model_config:
-        config, template, make = core.plan_model_config(args.model_config, args.seq_len or 512, **run)
+        from .core.model_config import plan_model_config
+
+        config, template, make = plan_model_config(args.model_config, args.seq_len or 512, **run)
     else:  # the study's model: its plans are cached, and its data gives the batch
         config, template, make = RunConfig(arch=args.arch, size=args.size, **run), None, None
     result = core.plan(config, seq_len=args.seq_len, template=template, make_model=make).to_dict()
@@ -131,6 +133,9 @@ def main(argv=None) -> int:
         run_options(args)
         result = run_cli(args, budget)
     except ValueError as error:
+        if type(error).__name__ == "ModelConfigError":  # the file is wrong, not the usage: one line
+            print(f"{parser.prog}: error: {error}", file=sys.stderr)
+            return 2
         parser.error(str(error))
     print(json.dumps(result) if args.json else _report(result), file=sys.stdout)
     return 0

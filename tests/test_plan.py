@@ -15,6 +15,7 @@ from gum_utils.core import measure
 from gum_utils.core import plan as planner
 from gum_utils.core.config import RunConfig
 from gum_utils.core.memory_sizes import gpu_memory, parse_memory
+from gum_utils.core.model_config import load_model_config, plan_model_config
 from gum_utils.core.trainer import forward_backward
 
 
@@ -151,7 +152,7 @@ def test_a_readers_own_config_json_is_planned_with_the_parameters_of_the_meta_mo
     config = Qwen2Config(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
                          num_attention_heads=4, num_key_value_heads=2, architectures=["Qwen2ForCausalLM"])
     config.save_pretrained(tmp_path)
-    run, template, make = planner.plan_model_config(str(tmp_path / "config.json"), seq_len=32, batch_size=2)
+    run, template, make = plan_model_config(str(tmp_path / "config.json"), seq_len=32, batch_size=2)
     predicted = planner.plan(run, template=template, make_model=make)
     params, buffers = _meta_parameters(Qwen2ForCausalLM, config)
     nbytes = sum(t.numel() * t.element_size() for t in params + buffers)
@@ -161,8 +162,8 @@ def test_a_readers_own_config_json_is_planned_with_the_parameters_of_the_meta_mo
 
 def test_a_config_json_of_another_task_is_refused_naming_the_valid_ones(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2Model"]}))
-    with pytest.raises(ValueError, match="ForCausalLM, ForMaskedLM, ForImageClassification"):
-        planner.load_model_config(str(tmp_path))
+    with pytest.raises(ValueError, match=r"names GPT2Model; model_type 'gpt2' offers GPT2LMHeadModel \(causal LM\)"):
+        load_model_config(str(tmp_path))
 
 
 def test_a_paper_size_plan_allocates_nothing():

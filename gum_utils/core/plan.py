@@ -490,51 +490,6 @@ def what_would_fit(config: RunConfig, budget_bytes: int, seq_len: int | None = N
 
 # ------------------------------------------------------------------ a reader's own model
 
-# The task of a config.json, read from its "architectures" suffix, and the study's architecture
-# whose batch layout and training step it shares.
-_TASKS = {"ForCausalLM": "llama", "ForMaskedLM": "modernbert", "ForImageClassification": "vit"}
-
-
-def load_model_config(path: str):
-    """A transformers config from a config.json (or its folder), offline, and its model class."""
-    import transformers
-    from transformers import AutoConfig
-
-    file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
-    values = json.loads(file.read_text())
-    names = values.get("architectures") or []
-    kinds = [(name, arch) for name in names for suffix, arch in _TASKS.items() if name.endswith(suffix)]
-    if not kinds or not hasattr(transformers, kinds[0][0]):
-        raise ValueError(f"{file}: 'architectures' must name a transformers class ending in one of "
-                         f"{', '.join(_TASKS)} (a causal LM, a masked LM or an image classifier), got {names}")
-    config = AutoConfig.for_model(values.pop("model_type"), **values)
-    return for_training(config), getattr(transformers, kinds[0][0]), kinds[0][1]
-
-
-def model_config_template(config, arch: str, batch_size: int, seq_len: int) -> BatchTemplate:
-    """The batch layout of the study's `arch`, at the model's own vocabulary or image size."""
-    if arch == "vit":
-        rows = (("pixel_values", (config.num_channels, config.image_size, config.image_size), torch.float32),
-                ("labels", (), torch.int64))
-        return BatchTemplate(rows, batch_size, None)
-    rows = tuple((key, (seq_len,), torch.int64) for key in ("input_ids", "attention_mask", "labels"))
-    return BatchTemplate(rows, batch_size * seq_len, None)
-
-
-def plan_model_config(path: str, seq_len: int = 512, **run) -> tuple:
-    """(RunConfig, template, model maker) for a reader's config.json; `run` holds RunConfig fields."""
-    from transformers.initialization import no_init_weights
-
-    model_config, model_class, arch = load_model_config(path)
-    config = RunConfig(arch=arch, **run)
-
-    def make():
-        with no_init_weights():
-            return model_class(model_config)
-
-    return config, model_config_template(model_config, arch, config.rank_batch_size, seq_len), make
-
-
 # ------------------------------------------------------------- the plan beside a run
 
 def planned_peak_bytes(config: RunConfig) -> int | None:

@@ -1,0 +1,94 @@
+"""A reader's own config.json: its task from transformers' auto-model mappings (so a hub page's
+GPT-2 plans), and every way the file can be wrong in one line that names it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gum_utils.core import plan as planner
+from gum_utils.core.model_config import ModelConfigError, load_model_config, plan_model_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# GPT-2's config.json as its hub page publishes it (124,439,808 parameters, the embedding tied).
+GPT2 = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+        "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
+        "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12,
+        "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": None,
+        "summary_first_dropout": 0.1, "summary_proj_to_labels": True, "summary_type": "cls_index",
+        "summary_use_proj": True, "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}},
+        "vocab_size": 50257}
+
+
+def _write(folder: Path, values) -> Path:
+    file = folder / "config.json"
+    file.write_text(json.dumps(values))
+    return file
+
+
+def test_gpt2_as_published_plans_as_a_causal_lm_with_its_124m_parameters(tmp_path):
+    config, model_class, arch = load_model_config(str(_write(tmp_path, GPT2)))
+    assert (model_class.__name__, arch) == ("GPT2LMHeadModel", "llama")
+    run, template, make = plan_model_config(str(tmp_path), seq_len=16, batch_size=1, optimizer="sgd")
+    plan = planner.plan(run, template=template, make_model=make)
+    with torch.device("meta"):
+        model = model_class(config)
+    assert sum(p.numel() for p in model.parameters()) == 124_439_808
+    assert plan.breakdown["params"] == sum(t.numel() * t.element_size()
+                                           for t in [*model.parameters(), *model.buffers()])
+
+
+def test_the_task_comes_from_the_model_types_classes_when_architectures_is_absent(tmp_path):
+    values = {key: value for key, value in GPT2.items() if key != "architectures"}
+    assert load_model_config(str(_write(tmp_path, values)))[1].__name__ == "GPT2LMHeadModel"
+    bert = {"model_type": "bert", "vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "intermediate_size": 64}  # a causal and a masked LM class: say which
+    with pytest.raises(ModelConfigError, match=r"BertLMHeadModel \(causal LM\), BertForMaskedLM \(masked LM\)"):
+        load_model_config(str(_write(tmp_path, bert)))
+    assert load_model_config(str(_write(tmp_path, dict(bert, architectures=["BertForMaskedLM"]))))[2] == "modernbert"
+
+
+BAD_FILES = {
+    "missing": (None, "no such file"),
+    "folder": ("folder", "the folder holds no config.json"),
+    "not json": ("{model_type: llama", "not JSON"),
+    "array": ([{"model_type": "llama"}], "one JSON object, got a list"),
+    "no model_type": ({"architectures": ["LlamaForCausalLM"]}, "no 'model_type'"),
+    "unknown model_type": ({"model_type": "no-such-model"}, "model_type 'no-such-model' is not one"),
+    "another model's class": ({"model_type": "bert", "architectures": ["LlamaForCausalLM"]},
+                              "names LlamaForCausalLM; model_type 'bert' offers"),
+    "negative size": (dict(GPT2, n_layer=1, n_embd=-64), "transformers cannot build GPT2LMHeadModel from it"),
+}
+
+
+def _bad_path(tmp_path: Path, content) -> Path:
+    if content is None:
+        return tmp_path / "nowhere" / "config.json"
+    if content == "folder":
+        return tmp_path
+    file = tmp_path / "config.json"
+    file.write_text(content if isinstance(content, str) else json.dumps(content))
+    return file
+
+
+@pytest.mark.parametrize("case", BAD_FILES)
+def test_a_bad_config_file_is_one_line_naming_the_file_and_what_is_wrong(case, tmp_path):
+    content, expected = BAD_FILES[case]
+    path = _bad_path(tmp_path, content)
+    with pytest.raises(ModelConfigError) as raised:
+        load_model_config(str(path))
+    message = str(raised.value)
+    assert message.startswith(str(path)) and expected in message and "\n" not in message, message
+
+
+def test_the_command_line_says_it_in_one_line_and_exits_2(tmp_path):
+    path = _bad_path(tmp_path, [1, 2])
+    done = subprocess.run([sys.executable, "-m", "gum_utils.plan", "--model-config", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [f"python -m gum_utils.plan: error: {path}: a config.json holds "
+                                                "one JSON object, got a list"]
