@@ -81,8 +81,8 @@ def run_cli(args, budget: int | None) -> dict:
         found["time_cost"], found["time_source"] = time_cost(None if args.model_config else args.arch, name,
                                                              args.results)
     result["strategies"] = searches
-    if not any(found["largest_micro_batch"] for found in searches.values()) and make is None:
-        result["what_would_fit"] = core.what_would_fit(config, budget, args.seq_len)
+    if not any(found["largest_micro_batch"] for found in searches.values()):
+        result["what_would_fit"] = core.what_would_fit(config, budget, args.seq_len, template, make)
     return result
 
 

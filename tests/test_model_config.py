@@ -92,3 +92,22 @@ def test_the_command_line_says_it_in_one_line_and_exits_2(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [f"python -m gum_utils.plan: error: {path}: a config.json holds "
                                                 "one JSON object, got a list"]
+
+
+def test_an_own_model_that_does_not_fit_at_micro_batch_1_gets_the_single_changes_that_would(tmp_path, capsys):
+    from gum_utils import plan as command
+
+    tiny = dict(GPT2, n_layer=2, n_embd=64, n_head=4, vocab_size=1000, bos_token_id=0, eos_token_id=0)
+    path = str(_write(tmp_path, tiny))
+    peaks = {}
+    for optimizer in ("adam", "sgd"):
+        run, template, make = plan_model_config(path, seq_len=32, batch_size=1, optimizer=optimizer, device="cpu")
+        peaks[optimizer] = planner.plan(run, template=template, make_model=make).peak_bytes
+    assert peaks["sgd"] < peaks["adam"]
+    budget = (peaks["sgd"] + peaks["adam"]) // 2
+    assert command.main(["--model-config", path, "--optimizer", "adam", "--batch-size", "2", "--seq-len", "32",
+                         "--device", "cpu", "--memory", str(budget), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["largest_micro_batch"].values()) == {None}
+    advice = {json.dumps(option["change"]): option for option in result["what_would_fit"]}
+    assert advice['{"optimizer": "sgd"}']["fits"] and advice['{"optimizer": "sgd"}']["peak_bytes"] == peaks["sgd"]

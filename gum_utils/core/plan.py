@@ -473,9 +473,11 @@ def largest_micro_batch(config: RunConfig, budget_bytes: int, strategy: str | No
     return result
 
 
-def what_would_fit(config: RunConfig, budget_bytes: int, seq_len: int | None = None) -> list[dict]:
+def what_would_fit(config: RunConfig, budget_bytes: int, seq_len: int | None = None,
+                   template: BatchTemplate | None = None, make_model=None) -> list[dict]:
     """Where even micro-batch 1 does not fit: single changes (another optimizer, bfloat16,
-    checkpointing) and their peak at micro-batch 1, those that fit first."""
+    checkpointing) and their peak at micro-batch 1, those that fit first. A reader's own model
+    comes with its `template` and `make_model`."""
     changes = [{"optimizer": name} for name in OPTIMIZERS if name != config.optimizer]
     changes += [{"dtype": "bfloat16"}] if config.dtype != "bfloat16" else []
     changes += [{"strategy": "checkpointing"}] if config.strategy != "checkpointing" else []
@@ -483,12 +485,10 @@ def what_would_fit(config: RunConfig, budget_bytes: int, seq_len: int | None = N
     for change in changes:
         values = dict(config.to_dict(), micro_batch_size=None, batch_size=1, **change)
         values["strategy"] = change.get("strategy", "standard")  # at micro-batch 1 accumulation is standard
-        peak = plan(RunConfig.from_dict(values), seq_len=seq_len).peak_bytes
+        peak = plan(RunConfig.from_dict(values), seq_len=seq_len, template=template, make_model=make_model).peak_bytes
         options.append({"change": change, "peak_bytes": peak, "fits": peak <= budget_bytes})
     return sorted(options, key=lambda option: (not option["fits"], option["peak_bytes"]))
 
-
-# ------------------------------------------------------------------ a reader's own model
 
 # ------------------------------------------------------------- the plan beside a run
 
