@@ -142,4 +142,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from .stopping import run_command
+
+    raise SystemExit(run_command("python -m gum_utils.plan", main))

@@ -250,7 +250,7 @@ def test_ctrl_c_stops_with_one_line_saying_what_is_done_and_how_to_resume(tmp_pa
     assert main_without_interrupt(["--profile", "smoke", "--out", str(tmp_path), "--arch", "vit", "--optimizer", "sgd",
                                    "--stage", "shared"]) == 130
     err = capsys.readouterr().err
-    assert err == ("gum_utils.study.grid: interrupted in stage shared: 1 cell(s) finished in this run and kept "
+    assert err == ("gum_utils.study.grid: stopped by SIGINT in stage shared: 1 cell(s) finished in this run and kept "
                    "(ok 1); run the same command again to resume (finished cells are skipped)\n")
 
 

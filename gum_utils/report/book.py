@@ -217,15 +217,23 @@ def fill_placeholders(text: str, values: dict) -> str:
 
 
 def execute_chapters(pages: list[Chapter], book_dir: Path, jobs: int) -> None:
-    """Each notebook in its own worker process: kernels and event loops never share a process."""
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+    """Each notebook in its own worker process: kernels and event loops never share a process.
+    Stopped (Ctrl-C, SIGTERM), the workers are ended at once rather than waited for (34 s)."""
+    pool = ProcessPoolExecutor(max_workers=max(1, jobs))
+    errors = []
+    try:
         futures = [pool.submit(execute_chapter, page, book_dir) for page in pages]
-        errors = []
         for future in futures:
             try:
                 future.result()
             except BookError as error:
                 errors.append(str(error))
+    except KeyboardInterrupt:
+        for worker in list(getattr(pool, "_processes", {}).values()):  # their kernels see their parent go
+            worker.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     if errors:
         raise BookError("\n\n".join(errors))
 
@@ -401,4 +409,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ..stopping import run_command
+
+    sys.exit(run_command("gum_utils.report.book", main))

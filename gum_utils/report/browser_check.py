@@ -207,4 +207,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ..stopping import run_command
+
+    sys.exit(run_command("gum_utils.report.browser_check", main))

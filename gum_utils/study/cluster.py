@@ -8,6 +8,7 @@ A worker runs one cell at a time (one thread: its warm kernel serves one cell), 
 process is a "job" of the grid. Workers need the gum_utils package installed, nothing else.
 """
 
+import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -69,8 +70,11 @@ def local_cluster(jobs: int):
     # Loopback only and no dashboard: nothing listens beyond this machine. The scheduler's HTTP routes
     # (health) still listen: on a free loopback port, not 8787, which another cluster may hold.
     try:
+        # Dask's warnings only at ERROR: those it logs are about the cells it cancels and the workers it
+        # ends when the grid is stopped, said by the grid's own line (a cell's errors are in its notebook).
         return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False})
+                            dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
+                            silence_logs=logging.ERROR)
     except RuntimeError as error:  # "Cluster failed to start: ..." (a worker could not reach the scheduler)
         raise ClusterUnavailable(f"the local Dask cluster did not start: {error}") from None
 

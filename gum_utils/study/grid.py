@@ -42,6 +42,7 @@ from ..core.plan_cache import folder_problem as plan_cache_problem
 from ..core.results import ResultFileError, RunResult, notebook_problem, write_temporary
 from ..core.strategies import STRATEGIES
 from ..optim import STUDY_OPTIMIZERS
+from ..stopping import exit_code, sigterm_as_interrupt, stop_signal
 from . import paths
 from .cell import STARTED_TOPIC, CellFailed, CellJob, error_result, run_cell
 from .fingerprint import code_fingerprint
@@ -385,13 +386,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     totals: dict = {}
     try:
-        return _run(parser, args, totals)
+        with sigterm_as_interrupt():  # `timeout`, SLURM and kill stop the grid as Ctrl-C does: finished cells kept
+            return _run(parser, args, totals)
     except GridOptionError as error:
         print(f"gum_utils.study.grid: error: {error}", file=sys.stderr)
         return 2
     except (GridInterrupted, KeyboardInterrupt) as stop:
+        remove_stale_scratch()  # what the workers it just ended left (their processes are gone now)
         print(interrupted_summary(stop, totals), file=sys.stderr)
-        return 130
+        return exit_code()
     except (OSError, ResultFileError, TuningError) as error:  # the cluster, the disk, a result: not a bug here
         if args.debug:
             raise
@@ -415,7 +418,7 @@ def interrupted_summary(stop: BaseException, totals: dict) -> str:
     finished = sum(n for status, n in done.items() if status != "skipped")
     where = f" in stage {stop.stage}" if isinstance(stop, GridInterrupted) and stop.stage else ""
     kept = ", ".join(f"{status} {n}" for status, n in done.items() if n) or "nothing yet"
-    return (f"gum_utils.study.grid: interrupted{where}: {finished} cell(s) finished in this run and kept ({kept}); "
+    return (f"gum_utils.study.grid: stopped by {stop_signal().name}{where}: {finished} cell(s) finished in this run and kept ({kept}); "
             "run the same command again to resume (finished cells are skipped)")
 
 

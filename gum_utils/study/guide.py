@@ -156,4 +156,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ..stopping import run_command
+
+    sys.exit(run_command("gum_utils.study.guide", main))
