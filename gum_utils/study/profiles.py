@@ -7,7 +7,7 @@ micro-batches per step, so the same activation memory sees k times the samples p
 
 A profile with `sweep_steps` also tunes: a short learning-rate sweep per architecture and
 optimizer (standard strategy, `sweep_factors` times the shared default), then the grid again
-with each optimizer's best value (see `gum_utils.tuning`).
+with each optimizer's best value (see `gum_utils.study.tuning`).
 """
 
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ class Profile:
     eval_every: int | None = None
     eval_samples: int = 256
     device: str = "auto"
-    data: str = "embedded"  # or "hub": datasets by name (gum_utils.hub); `--data` overrides it
+    data: str = "embedded"  # or "hub": datasets by name (gum_utils.archs.hub); `--data` overrides it
     world_size: int = 1  # processes per run (torchrun); `--world-size` and `--parallel` set them
     parallel: str = "ddp"
     sweep_steps: int | None = None  # None: no tuning stage
