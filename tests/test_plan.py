@@ -74,8 +74,11 @@ def _whole_step_snapshots(config):
             optimizer.zero_grad(set_to_none=True)
             forward_backward(model, micros, template.items, planner._resetting(tracker, contextlib.nullcontext))
             optimizer.step()
-        return tracker.get_tracker_snapshot("peak")[torch.device("cpu")], \
-            tracker.get_tracker_snapshot()[torch.device("cpu")]
+        after = tracker.get_tracker_snapshot()[torch.device("cpu")]
+        # MemTracker counts the step's temporaries as optimizer state; the planner names them apart
+        # (the total is the same: test_a_gpu_plan_counts_the_full_size_temporary... checks the split)
+        peak = dict(tracker.get_tracker_snapshot("peak")[torch.device("cpu")])
+        return planner._temporaries_apart(peak, after[planner._MemRefType.OPT]), after
 
 
 @pytest.mark.parametrize("arch, strategy", [(arch, "accumulation") for arch in ("vit", "modernbert", "llama", "nanovlm")]
@@ -222,8 +225,10 @@ def test_a_gpu_plan_counts_the_full_size_temporary_of_torchs_multi_tensor_step()
     n_bytes = 4 * sum(p.numel() for p in params)
     on = {device: planner.plan(RunConfig(arch="vit", optimizer="adam", strategy="checkpointing", batch_size=1,
                                          device=device)) for device in ("cpu", "cuda")}
-    assert abs(on["cuda"].breakdown["optimizer_state"] - 3 * n_bytes) <= 4 * len(params)  # 2 moments + 1 temporary
-    assert on["cpu"].breakdown["optimizer_state"] < 2.5 * n_bytes  # one tensor's temporary at a time
+    for plan in on.values():  # the state is Adam's own: two moments and a step counter per tensor
+        assert plan.breakdown["optimizer_state"] == 2 * n_bytes + 4 * len(params)
+    assert on["cuda"].breakdown["temporaries"] >= n_bytes  # the multi-tensor step's full-size buffer
+    assert on["cpu"].breakdown["temporaries"] < 0.5 * n_bytes  # one tensor's temporary at a time
     assert on["cuda"].peak_bytes > on["cpu"].peak_bytes
 
 

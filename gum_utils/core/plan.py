@@ -273,12 +273,25 @@ def _step_snapshots(model, optimizer, gradients: list, micros: list, backward_pe
     state = tracker.get_tracker_snapshot().get(_CPU, {}).get(_MemRefType.OPT, 0)
     with tracker:
         optimizer.step()
-    step_peak = tracker.get_tracker_snapshot("peak").get(_CPU, {})
+    after = tracker.get_tracker_snapshot().get(_CPU, {})
+    step_peak = _temporaries_apart(dict(tracker.get_tracker_snapshot("peak").get(_CPU, {})),
+                                   after.get(_MemRefType.OPT, 0))
     during_backward = dict(backward_peak)
     during_backward[_MemRefType.OPT] = during_backward.get(_MemRefType.OPT, 0) + state
     during_backward[_TOTAL_KEY] = during_backward.get(_TOTAL_KEY, 0) + state
     peak = during_backward if during_backward[_TOTAL_KEY] >= step_peak.get(_TOTAL_KEY, 0) else step_peak
-    return peak, tracker.get_tracker_snapshot().get(_CPU, {})
+    return peak, after
+
+
+def _temporaries_apart(snapshot: dict, kept_state: int) -> dict:
+    """MemTracker counts all the optimizer allocates in its step as its state; what lies above the
+    state the step leaves is the step's temporaries (torch's multi-tensor step on a GPU: one
+    parameter-sized buffer, which made an 8B Llama's Adam look like 12 bytes a parameter). The total stays."""
+    extra = snapshot.get(_MemRefType.OPT, 0) - kept_state
+    if extra > 0:
+        snapshot[_MemRefType.OPT] -= extra
+        snapshot[_MemRefType.TEMP] = snapshot.get(_MemRefType.TEMP, 0) + extra
+    return snapshot
 
 
 def _breakdown(snapshot: dict) -> dict:
