@@ -79,22 +79,23 @@ def run_cli(args, budget: int | None) -> dict:
     result["largest_micro_batch"] = {name: found["largest_micro_batch"] for name, found in searches.items()}
     for name, found in searches.items():
         found["time_cost"], found["time_source"] = time_cost(None if args.model_config else args.arch, name,
-                                                             args.results)
+                                                             args.results, "gpu" if args.device == "cuda" else "cpu")
     result["strategies"] = searches
     if not any(found["largest_micro_batch"] for found in searches.values()):
         result["what_would_fit"] = core.what_would_fit(config, budget, args.seq_len, template, make)
     return result
 
 
-def time_cost(arch: str | None, strategy: str, profile: str) -> tuple[float, str]:
-    """A strategy's time per sample relative to standard: measured by a profile's runs of `arch`
-    where they exist, else the FLOP count (report/guide.py), with its source."""
+def time_cost(arch: str | None, strategy: str, profile: str, device: str) -> tuple[float, str]:
+    """A strategy's time per sample relative to standard: measured by a profile's runs of `arch` on
+    `device` ("gpu" for a plan on a GPU, "cpu") where they exist, else the FLOP count (report/guide.py),
+    with its source."""
     from pathlib import Path
 
     from .report import guide, tables
 
     runs_root = Path(__file__).resolve().parent.parent / "book" / "runs" / profile
-    costs = guide.time_costs(tables.runs_table(runs_root) if arch and runs_root.is_dir() else None)
+    costs = guide.time_costs(tables.runs_table(runs_root) if arch and runs_root.is_dir() else None, device)
     cost, source = guide.time_cost(costs, arch, strategy)
     return cost, f"{source} of the {profile} profile" if source.startswith("measured") else source
 

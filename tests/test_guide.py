@@ -1,11 +1,16 @@
 """The decision guide: its plans (study/guide.py) and every number its page shows (report/guide.py)."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from gum_utils.report import guide
 from gum_utils.study import guide as planning
+
+ROOT = Path(__file__).resolve().parent.parent
 
 GIB = 2**30
 
@@ -66,6 +71,25 @@ def test_time_costs_are_per_sample_ratios_paired_on_optimizer_and_seed():
     assert costs.loc["checkpointing", "time_cost"] == pytest.approx(1.5)
     assert costs.loc["accumulation", "time_cost"] == pytest.approx(1.1)  # 0.44 s / 32 against 0.1 s / 8
     assert costs.loc["standard", "source"] == "measured (cpu, 3 pairs)"
+
+
+def test_a_gpu_recommendation_takes_no_cpu_timings_and_falls_back_to_the_flop_count():
+    rows = [{"regime": "shared", "arch": "llama", "optimizer": "adam", "seed": 0, "strategy": strategy,
+             "batch_size": batch, "mean_step_time_s": seconds, "status": "ok", "device": device}
+            for device, scale in (("cpu", 1.0), ("gpu", 0.01))
+            for strategy, batch, seconds in (("standard", 8, 0.1 * scale), ("checkpointing", 8, 0.124 * scale),
+                                             ("accumulation", 32, 0.56 * scale * (1.05 if device == "gpu" else 1)))]
+    cpu_only = pd.DataFrame([row for row in rows if row["device"] == "cpu"])
+    gpu_costs = guide.time_costs(cpu_only, device="gpu")
+    assert guide.time_cost(gpu_costs, "llama", "checkpointing") == (pytest.approx(4 / 3), "FLOP count")
+    assert guide.time_cost(guide.time_costs(cpu_only, device="cpu"), "llama", "accumulation") == \
+        (pytest.approx(1.4), "measured (cpu, 1 pairs)")
+    both = guide.time_costs(pd.DataFrame(rows), device="gpu")
+    assert guide.time_cost(both, "llama", "accumulation") == (pytest.approx(1.47), "measured (gpu, 1 pairs)")
+    no_plans = json.loads((ROOT / "book" / "templates" / "guide.ipynb").read_text())["cells"]
+    shown = ["".join(c["source"]) for c in no_plans if "remove-cell" not in c["metadata"].get("tags", [])]
+    assert any("display(Markdown(no_plans))" in source for source in shown)  # not in a cell the page drops
+    assert any('time_costs(runs, device="gpu")' in "".join(c["source"]) for c in no_plans)
 
 
 def test_planned_against_measured_gives_the_relative_error_per_cell():

@@ -66,13 +66,16 @@ def largest_fitting(curve: pd.DataFrame, budget_bytes: float) -> int | None:
     return int(fitting.max()) if len(fitting) else None
 
 
-def time_costs(runs_df: pd.DataFrame | None) -> pd.DataFrame:
+def time_costs(runs_df: pd.DataFrame | None, device: str | None = None) -> pd.DataFrame:
     """Per architecture and strategy: time per sample relative to standard, and where it comes from.
 
-    Measured: the shared regime's runs that finished, paired on optimizer and seed, the median of
-    (time per step / samples per step) over the pair; else the FLOP count (FLOP_TIME_COST)."""
+    Measured: the shared regime's runs that finished (on `device`, "gpu" or "cpu", where given: tiny
+    CPU runs say nothing of a paper-size model's cost on a GPU), paired on optimizer and seed, the
+    median of (time per step / samples per step) over the pair; else the FLOP count (FLOP_TIME_COST)."""
     rows = []
     runs = _finished_shared(runs_df)
+    if device is not None and "device" in runs:
+        runs = runs[runs["device"] == device]
     archs = sorted(runs["arch"].unique()) if len(runs) else []
     for arch in archs:
         per_sample = runs[runs["arch"] == arch].assign(
