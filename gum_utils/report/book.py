@@ -51,6 +51,11 @@ class Chapter:
     page: str  # docname relative to the book, without suffix
     parameters: dict
     placeholders: dict  # {{ name }} in the template's markdown cells -> the value for this page
+    role: str = ""  # its place in the table of contents where not its template's (a page of no finished runs)
+
+    @property
+    def place(self) -> str:
+        return self.role or self.template
 
 
 @dataclass(frozen=True)
@@ -150,16 +155,39 @@ def require_inside(runs: Path, book_dir: Path) -> None:
 
 # --- executing the analysis templates ----------------------------------------------------
 
+# The pages that show finished runs' data: (label, title) of the page that says none finished instead.
+NEEDS_FINISHED = {"overview": ("overview-chapter", "Across architectures"),
+                  "claims": ("claims-chapter", "The paper's claims, checked")}
+
+
 def chapters(profile: str, runs_root: Path, book_dir: Path, archs: list[str]) -> list[Chapter]:
+    from .tables import finished_any, runs_table
+
     report = f"report/{profile}"
     common = {"profile": profile, "runs_root": runs_root.resolve().relative_to(book_dir.resolve()).as_posix(),
               "data_dir": f"{report}/data"}
+    runs = runs_table(runs_root)
     pages = [Chapter("setup", f"{report}/setup", dict(common), {})]
-    pages += [Chapter("architecture", f"{report}/architecture-{arch}", dict(common, arch=arch),
-                      {"arch": arch, "arch_title": arch_title(arch)}) for arch in archs]
-    pages += [Chapter(name, f"{report}/{name}", dict(common), {}) for name in ("overview", "claims", "environment")]
+    for arch in archs:
+        page, title = f"{report}/architecture-{arch}", arch_title(arch)
+        pages.append(Chapter("architecture", page, dict(common, arch=arch), {"arch": arch, "arch_title": title})
+                     if finished_any(runs, arch) else
+                     unfinished_chapter("architecture", page, common, f"arch-{arch}", title, arch))
+    for name in ("overview", "claims", "environment"):
+        page = f"{report}/{name}"
+        pages.append(unfinished_chapter(name, page, common, *NEEDS_FINISHED[name])
+                     if name in NEEDS_FINISHED and not finished_any(runs) else Chapter(name, page, dict(common), {}))
     pages.insert(-1, Chapter("guide", f"{report}/guide", dict(common, guide_file=paths.GUIDE_IN_BOOK), {}))
     return pages
+
+
+def unfinished_chapter(role: str, page: str, common: dict, label: str, title: str, arch: str | None = None) -> Chapter:
+    """A page whose runs all failed: one sentence and what failed and why, in place of its analysis
+    (which would be a page of pandas errors), under the label other pages link to."""
+    scope = f"of {title}" if arch else "of this profile"
+    parameters = {key: common[key] for key in ("profile", "runs_root")}
+    return Chapter("unfinished", page, dict(parameters, arch=arch), {"label": label, "title": title, "scope": scope},
+                   role)
 
 
 def execute_chapter(chapter: Chapter, book_dir: Path) -> Path:
@@ -288,7 +316,7 @@ def left_out_lines(pages: list[RunPage], left_out: dict, book_dir: Path) -> list
 def toc(profile: str, analysis: list[Chapter], appendix: list[dict]) -> dict:
     by_template = {}
     for chapter in analysis:
-        by_template.setdefault(chapter.template, []).append({"file": chapter.page})
+        by_template.setdefault(chapter.place, []).append({"file": chapter.page})
     study = [{"file": "methods", "sections": by_template["setup"]}] + by_template["architecture"]
     study += by_template["overview"] + by_template["claims"] + by_template["guide"]
     return {

@@ -110,6 +110,23 @@ def runs_table(root) -> pd.DataFrame:
     return _runs(_load(root))
 
 
+UNFINISHED_COLUMNS = ["arch", "regime", "optimizer", "strategy", "seed", "status", "error"]
+
+
+def finished_any(runs_df: pd.DataFrame, arch: str | None = None) -> bool:
+    """Whether any run (of `arch`, where given) finished: a page with nothing finished has no data."""
+    runs = runs_df if arch is None else runs_df[runs_df["arch"] == arch]
+    return bool(len(runs)) and bool((runs["status"] == "ok").any())
+
+
+def unfinished_runs(runs_df: pd.DataFrame, arch: str | None = None) -> pd.DataFrame:
+    """The runs (of `arch`) that did not finish, with the first line of why."""
+    runs = runs_df if arch is None else runs_df[runs_df["arch"] == arch]
+    runs = runs[runs["status"] != "ok"].reindex(columns=UNFINISHED_COLUMNS)
+    first_line = runs["error"].fillna("").astype(str).str.strip().str.split("\n").str[0].str.slice(0, 200)
+    return runs.assign(error=first_line).sort_values(UNFINISHED_COLUMNS[:5]).reset_index(drop=True)
+
+
 def _steps(loaded) -> pd.DataFrame:
     steps = _rows(loaded, "records")
     if not steps.empty:  # wall-clock spent in training steps so far: the "time" budget
