@@ -15,7 +15,7 @@ def _parser():
 
     from .archs import ARCHITECTURES, SIZES
     from .core.config import DTYPES
-    from .core.strategies import STRATEGIES
+    from .core.strategies import ALL_STRATEGIES
     from .optim import OPTIMIZERS
 
     parser = argparse.ArgumentParser(prog="python -m gum_utils.plan",
@@ -26,7 +26,7 @@ def _parser():
                        "or image classifier) planned in place of --arch/--size")
     parser.add_argument("--size", choices=SIZES, default="tiny")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
-    parser.add_argument("--strategy", choices=STRATEGIES, default="standard")
+    parser.add_argument("--strategy", choices=ALL_STRATEGIES, default="standard")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--micro-batch-size", type=int)
     parser.add_argument("--seq-len", type=int, help="text length (default: the architecture's; 512 for --model-config)")

@@ -82,5 +82,5 @@ def test_micro_batches_split_only_for_accumulation():
 
 
 def test_unknown_strategy_names_the_valid_choices():
-    with pytest.raises(ValueError, match="standard, checkpointing, accumulation"):
-        strategies.strategy("offload")
+    with pytest.raises(ValueError, match="standard, checkpointing, accumulation, offload"):
+        strategies.strategy("cpu_offload")

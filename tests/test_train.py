@@ -99,7 +99,7 @@ def test_any_other_failure_is_an_error_status(monkeypatch):
 @pytest.mark.parametrize("overrides, message", [
     (dict(arch="gpt"), "valid choices: vit, modernbert, llama, nanovlm"),
     (dict(optimizer="lion"), "valid choices: sgd, adam, adagrad, adadelta, cgd, adamw"),
-    (dict(strategy="offload"), "valid choices: standard, checkpointing, accumulation"),
+    (dict(strategy="cpu_offload"), "valid choices: standard, checkpointing, accumulation, offload"),
     (dict(size="large"), "valid choices: tiny, paper"),
     (dict(device="tpu"), "valid choices: auto, cpu, cuda"),
     (dict(lr=0), "lr must be a number > 0"),

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..archs import ARCHITECTURES, SIZES, architecture, hub
 from ..choices import check_choice, require
 from ..optim import OPTIMIZERS, optimizer as optimizer_spec
-from .strategies import STRATEGIES, strategy as strategy_spec
+from .strategies import ALL_STRATEGIES, strategy as strategy_spec
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16")  # bfloat16: autocast of the forward pass; weights stay float32
@@ -63,7 +63,7 @@ class RunConfig:
         check_choice("architecture", self.arch, ARCHITECTURES)
         check_choice("size", self.size, SIZES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        check_choice("strategy", self.strategy, STRATEGIES)
+        check_choice("strategy", self.strategy, ALL_STRATEGIES)
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("parallel mode", self.parallel, PARALLEL)

@@ -355,6 +355,9 @@ def _copy(found: Plan) -> Plan:
 def _traced_plans(configs: list, micro_batch_size, seq_len, template, make_model) -> list[Plan]:
     """The plans of `configs`, which differ in their optimizer only."""
     config = configs[0]
+    refused = strategy_spec(config.strategy).not_planned
+    if refused:
+        raise ValueError(f"strategy {config.strategy!r}: {refused}")
     micro, count = _micro_batching(config, micro_batch_size)
     template = template or batch_template(config.arch, config.size, data_shape(config, seq_len),
                                           config.rank_batch_size, config.seed)

@@ -1,9 +1,13 @@
-"""The memory strategies, one object each: how it prepares the model and how it splits a step's batch.
+"""The memory strategies, one object each: how it prepares the model, what wraps its forward pass,
+how it splits a step's batch, and whether the planner can trace it.
 
 Every strategy reduces to the same loop over micro-batches (one for standard and checkpointing;
 see `trainer.forward_backward`). Adding a strategy is a subclass here, its entry in REGISTRY, and
-one test. Importing this module imports no torch.
+one test; the study's grid runs STRATEGIES, the others run where named (a notebook, `--strategy`).
+Importing this module imports no torch.
 """
+
+import contextlib
 
 from ..choices import check_choice, require
 from .batches import split_batch
@@ -14,9 +18,14 @@ class Strategy:
 
     name = "standard"
     splits_batch = False  # takes micro-batches of micro_batch_size per step
+    not_planned = None  # why the planner cannot trace it (None: it can)
 
     def prepare(self, model) -> None:
         """Change the model before training (and before activations are metered)."""
+
+    def forward_context(self, precision, device):
+        """The forward pass's context factory: the precision's (autocast or none), and the strategy's own."""
+        return precision
 
     def micro_batches(self, batch: dict, micro_batch_size: int) -> list[dict]:
         return [batch]
@@ -59,12 +68,32 @@ class Accumulation(Strategy):
         require(share % micro == 0, f"micro_batch_size={micro} must divide {whole}")
 
 
-REGISTRY = {strategy.name: strategy for strategy in (Strategy(), Checkpointing(), Accumulation())}
-STRATEGIES = tuple(REGISTRY)
+class Offload(Strategy):
+    """Activation offloading: what the forward saves for backward waits in host memory (pinned on a
+    GPU) and comes back in backward (`torch.autograd.graph.save_on_cpu`): device memory for copies.
+    On a CPU run it changes no number but the time; its activations are metered as 0 device bytes."""
+
+    name = "offload"
+    not_planned = ("activation offloading keeps the saved activations in host memory, and the planner "
+                   "traces on fake CPU tensors, where host and device are one: it is not planned")
+
+    def forward_context(self, precision, device):
+        import torch
+
+        @contextlib.contextmanager
+        def offloaded():
+            with precision(), torch.autograd.graph.save_on_cpu(pin_memory=device.type == "cuda"):
+                yield
+        return offloaded
+
+
+REGISTRY = {strategy.name: strategy for strategy in (Strategy(), Checkpointing(), Accumulation(), Offload())}
+ALL_STRATEGIES = tuple(REGISTRY)  # every name a run accepts
+STRATEGIES = ("standard", "checkpointing", "accumulation")  # the study's grid: the paper's three
 
 
 def strategy(name: str) -> Strategy:
-    check_choice("strategy", name, STRATEGIES)
+    check_choice("strategy", name, ALL_STRATEGIES)
     return REGISTRY[name]
 
 

@@ -147,7 +147,7 @@ class Run:
         torch.manual_seed(config.seed)
         self.arch, self.strategy = architecture(config.arch), strategy_spec(config.strategy)
         self.shape = self.arch.shape(config.size)
-        self.precision = precision_context(self.device, config.dtype)
+        self.precision = self.strategy.forward_context(precision_context(self.device, config.dtype), self.device)
         self.timer = measure.StepTimer(self.device)
         with self.device:  # initialised where it trains: a 1B model builds in seconds on a GPU
             self.model = self.arch.build_model(config.size, config.pretrained)

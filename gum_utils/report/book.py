@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..archs import ARCHITECTURES, REGISTRY as ARCHS
 from ..core.results import RunResult, notebook_problem, result_files, unreadable_results
-from ..core.strategies import STRATEGIES
+from ..core.strategies import ALL_STRATEGIES  # every strategy a run may have used, in order
 from ..optim import OPTIMIZERS
 from ..study import kernels, paths
 from ..study.profiles import PROFILES
@@ -90,7 +90,7 @@ def _rank(value, order) -> tuple:
 def _run_order(page: RunPage) -> tuple:
     named = paths.parse_stem(page.stem)
     return (_rank(page.arch, ARCHITECTURES), _rank(page.regime, REGIMES), _rank(named.get("optimizer"), OPTIMIZERS),
-            _rank(named.get("strategy"), STRATEGIES), named.get("lr") or 0.0, named.get("seed", -1), page.stem)
+            _rank(named.get("strategy"), ALL_STRATEGIES), named.get("lr") or 0.0, named.get("seed", -1), page.stem)
 
 
 def run_title(page: RunPage, several_regimes: bool) -> str:

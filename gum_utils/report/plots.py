@@ -13,13 +13,13 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..archs import ARCHITECTURES
 from ..choices import check_choice
-from ..core.strategies import STRATEGIES
+from ..core.strategies import ALL_STRATEGIES  # every strategy a run may have used, in order
 from ..optim import OPTIMIZERS
 from .stats import summarize
 from .tables import tensor_peak
 
 OPTIMIZER_COLORS = dict(zip(OPTIMIZERS, sns.color_palette("colorblind", len(OPTIMIZERS))))
-STRATEGY_COLORS = dict(zip(STRATEGIES, sns.color_palette("Set2", len(STRATEGIES))))
+STRATEGY_COLORS = dict(zip(ALL_STRATEGIES, sns.color_palette("Set2", len(ALL_STRATEGIES))))
 MEMORY_COLORS = dict(zip(("params", "grads", "optimizer_state", "activations"), sns.color_palette("pastel", 4)))
 X_LABELS = {"step": "optimizer step", "samples_seen": "samples seen", "time_s": "training time (s)"}
 MIB = 2**20
@@ -94,7 +94,7 @@ def loss_curves(steps_df, evals_df=None, arch: str = "vit", x: str = "step", reg
     steps = _binned(steps, x, width)
     outcomes = steps if runs_df is None else _select(runs_df, arch=arch, regime=regime)
     # every run failed before its first step: one panel that lists the failures
-    strategies = _present(STRATEGIES, set(steps["strategy"]) | set(outcomes["strategy"])) or ["no step recorded"]
+    strategies = _present(ALL_STRATEGIES, set(steps["strategy"]) | set(outcomes["strategy"])) or ["no step recorded"]
     fig, axes = plt.subplots(1, len(strategies), figsize=(4.2 * len(strategies), 3.6), sharey=True, squeeze=False)
     for ax, strategy in zip(axes[0], strategies):
         panel = steps[steps["strategy"] == strategy]
@@ -123,7 +123,7 @@ def loss_curves(steps_df, evals_df=None, arch: str = "vit", x: str = "step", reg
 def _cell_table(runs: pd.DataFrame, value: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """optimizer x strategy: mean of `value` over ok runs, and a text per cell (with failures named)."""
     optimizers = _present(OPTIMIZERS, runs["optimizer"].unique())
-    strategies = _present(STRATEGIES, runs["strategy"].unique())
+    strategies = _present(ALL_STRATEGIES, runs["strategy"].unique())
     spread = summarize(_ok(runs).dropna(subset=[value]), ["optimizer", "strategy"], value)
     means = spread.pivot(index="optimizer", columns="strategy", values="mean").reindex(index=optimizers,
                                                                                       columns=strategies)
@@ -162,8 +162,8 @@ def loss_heatmap(runs_df, arch: str = "vit", regime: str = "shared"):
 
 def _bars(ax, frame: pd.DataFrame, value: str, x: str, hue: str, colors: dict, scale: float = 1.0) -> None:
     """Mean of `value` (x `scale`) per x and hue with 95 % CI error bars; an X where no run is ok."""
-    xs = _present(STRATEGIES if x == "strategy" else ARCHITECTURES, frame[x].unique())
-    hues = _present(OPTIMIZERS if hue == "optimizer" else STRATEGIES, frame[hue].unique())
+    xs = _present(ALL_STRATEGIES if x == "strategy" else ARCHITECTURES, frame[x].unique())
+    hues = _present(OPTIMIZERS if hue == "optimizer" else ALL_STRATEGIES, frame[hue].unique())
     stats = summarize(_ok(frame).assign(**{value: frame[value] * scale}).dropna(subset=[value]), [x, hue], value)
     stats = stats.set_index([x, hue])
     width = 0.8 / max(len(hues), 1)
@@ -194,7 +194,7 @@ def memory_figure(runs_df, arch: str = "vit", regime: str = "shared"):
     peak.set(title=f"peak memory ({what}, {device})", ylabel=f"peak memory (MiB, {what})")
     # Byte counts are exact even for a run that later diverged, so every run with them counts here.
     cells = runs.groupby(["strategy", "optimizer"])[[f"mem_{p}" for p in MEMORY_COLORS]].mean() / MIB
-    cells = cells.reindex([(s, o) for s in _present(STRATEGIES, runs["strategy"].unique())
+    cells = cells.reindex([(s, o) for s in _present(ALL_STRATEGIES, runs["strategy"].unique())
                            for o in _present(OPTIMIZERS, runs["optimizer"].unique())])
     left = np.zeros(len(cells))
     for part, color in MEMORY_COLORS.items():  # horizontal, so the cell names stay readable
@@ -239,7 +239,7 @@ def utilization_timeline(util_df, arch: str = "vit", regime: str = "shared", see
     """Utilization over a run's time, one panel per strategy, one line per optimizer (one seed)."""
     samples = _select(util_df, arch=arch, regime=regime, seed=seed)
     column = "gpu_util_percent" if samples["gpu_util_percent"].notna().any() else "cpu_percent"
-    strategies = _present(STRATEGIES, samples["strategy"].unique())
+    strategies = _present(ALL_STRATEGIES, samples["strategy"].unique())
     fig, axes = plt.subplots(1, len(strategies), figsize=(4.2 * len(strategies), 3.4), sharey=True, squeeze=False)
     for ax, strategy in zip(axes[0], strategies):
         for optimizer, run in samples[samples["strategy"] == strategy].groupby("optimizer"):
@@ -271,7 +271,7 @@ def architectures_summary(runs_df, regime: str = "shared"):
     axes[0, 0].legend(handles=[Patch(color=OPTIMIZER_COLORS[o], label=o)
                                for o in _present(OPTIMIZERS, runs["optimizer"].unique())], fontsize=7, ncol=2)
     axes[0, 1].legend(handles=[Patch(color=STRATEGY_COLORS[s], label=s)
-                               for s in _present(STRATEGIES, runs["strategy"].unique())], fontsize=7)
+                               for s in _present(ALL_STRATEGIES, runs["strategy"].unique())], fontsize=7)
     fig.suptitle(f"all architectures ({regime} regime; mean over runs, 95 % CI; X: no ok run)")
     fig.tight_layout()
     return fig
@@ -328,7 +328,7 @@ def equal_samples_curves(steps_df, arch: str = "vit", regime: str = "shared", bi
     curves = _on_budget_grid(steps, "samples_trained", budget, bins) if budget > 0 else steps
     for ax, optimizer in zip(axes[0], optimizers):
         panel = curves[curves["optimizer"] == optimizer]
-        for strategy in _present(STRATEGIES, panel["strategy"].unique()):
+        for strategy in _present(ALL_STRATEGIES, panel["strategy"].unique()):
             _band(ax, summarize(panel[panel["strategy"] == strategy], ["samples_trained"], "loss"),
                   "samples_trained", STRATEGY_COLORS.get(strategy, "grey"), strategy)
         ax.axvspan((1 - fraction) * budget, budget, color="grey", alpha=0.15, lw=0)
@@ -336,5 +336,5 @@ def equal_samples_curves(steps_df, arch: str = "vit", regime: str = "shared", bi
     axes[0, 0].set_ylabel("training loss (nats)")
     fig.suptitle(f"{arch}, {regime}: training loss at equal samples, strategies on one axis "
                  f"(shaded: the last {fraction:.0%} of the common budget, {budget:g} samples)")
-    _legend(fig, STRATEGY_COLORS, _present(STRATEGIES, steps["strategy"].unique()), "strategy")
+    _legend(fig, STRATEGY_COLORS, _present(ALL_STRATEGIES, steps["strategy"].unique()), "strategy")
     return fig

@@ -25,7 +25,7 @@ from ..core import nvml
 from ..core.config import DTYPES, RunConfig
 from ..core.results import write_atomically
 from ..core.run import train
-from ..core.strategies import STRATEGIES, strategy as strategy_spec
+from ..core.strategies import ALL_STRATEGIES, STRATEGIES, strategy as strategy_spec
 from ..core.trainer import resolve_device
 from ..optim import OPTIMIZERS, optimizer as optimizer_spec
 
@@ -148,7 +148,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--archs", nargs="+", default=list(ARCHITECTURES), choices=ARCHITECTURES)
     parser.add_argument("--optimizers", nargs="+", default=list(CHECK_OPTIMIZERS), choices=OPTIMIZERS)
-    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=ALL_STRATEGIES)
     parser.add_argument("--size", default="paper", choices=SIZES)
     parser.add_argument("--steps", type=int, default=6, help="optimizer steps per cell (the first is warm-up)")
     parser.add_argument("--batch-size", type=int, default=8, help="samples per forward/backward")

@@ -40,7 +40,7 @@ from ..archs import ARCHITECTURES
 from ..core.config import DATA_SOURCES, MAX_SEED, PARALLEL, default_lr
 from ..core.plan_cache import folder_problem as plan_cache_problem
 from ..core.results import ResultFileError, RunResult, notebook_problem, write_temporary
-from ..core.strategies import STRATEGIES
+from ..core.strategies import ALL_STRATEGIES, STRATEGIES
 from ..optim import STUDY_OPTIMIZERS
 from ..stopping import exit_code, sigterm_as_interrupt, stop_signal
 from . import paths
@@ -476,7 +476,7 @@ def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
 def check_options(args, prof: Profile, subset: dict) -> None:
     """Every option a cell would fail on, checked now: raises GridOptionError with one line."""
     for option, valid in (("stage", STAGES), ("arch", ARCHITECTURES), ("optimizer", STUDY_OPTIMIZERS),
-                          ("strategy", STRATEGIES), ("seed", ("integers",))):
+                          ("strategy", ALL_STRATEGIES), ("seed", ("integers",))):
         if getattr(args, option) == []:  # argparse takes `--stage` alone as an empty list: not "all"
             raise GridOptionError(f"--{option} needs one or more values ({', '.join(valid)}); leave it out for all")
     bad_seeds = [seed for seed in args.seed or () if not 0 <= seed <= MAX_SEED]

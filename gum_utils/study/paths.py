@@ -13,7 +13,8 @@ from pathlib import Path
 
 # The rate may hold "-" (e.g. 1e-05), so it is matched last but for the seed.
 GUIDE_IN_BOOK = "plans/guide.json"  # the decision guide's plans, relative to the book folder
-STEM = re.compile(r"^(?P<optimizer>[a-z]+)-(?:lr(?P<lr>.+)|(?P<strategy>[a-z]+))-s(?P<seed>\d+)$")
+# Any name a registry accepts (lower case, digits, underscores; no '-', the separator).
+STEM = re.compile(r"^(?P<optimizer>[a-z][a-z0-9_]*)-(?:lr(?P<lr>.+)|(?P<strategy>[a-z][a-z0-9_]*))-s(?P<seed>\d+)$")
 
 
 def stem(optimizer: str, strategy: str, seed: int, lr: float | None = None) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..archs import ARCHITECTURES
 from ..choices import check_choice
-from ..core.strategies import STRATEGIES, strategy as strategy_spec
+from ..core.strategies import ALL_STRATEGIES, STRATEGIES, strategy as strategy_spec
 from ..optim import OPTIMIZERS, STUDY_OPTIMIZERS
 from . import paths
 from .tuning import SWEEP_FACTORS, swept
@@ -123,7 +123,7 @@ def cells(prof: Profile, archs=None, optimizers=None, strategies=None, seeds=Non
     """The grid, or the subset named (None = all), seed by seed: the first seed's grid finishes first."""
     archs = _pick("architecture", archs, ARCHITECTURES)
     optimizers = _pick("optimizer", optimizers, OPTIMIZERS, STUDY_OPTIMIZERS)
-    strategies = _pick("strategy", strategies, STRATEGIES)
+    strategies = _pick("strategy", strategies, ALL_STRATEGIES, STRATEGIES)
     seeds = tuple(seeds) if seeds else prof.seeds
     return [Cell(a, o, s, seed) for seed in seeds for a in archs for o in optimizers for s in strategies]
 
