@@ -30,6 +30,8 @@ def _parser():
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--micro-batch-size", type=int)
     parser.add_argument("--seq-len", type=int, help="text length (default: the architecture's; 512 for --model-config)")
+    parser.add_argument("--padded", action="store_true", help="with --model-config: text batches hold padding "
+                        "(the attention mask is then built in full; default: no padding, SDPA's causal kernel)")
     parser.add_argument("--dtype", choices=DTYPES, default="float32")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="where the run would step (default cuda: torch's optimizers then step all tensors at "
@@ -67,7 +69,7 @@ def run_cli(args, budget: int | None) -> dict:
     if args.model_config:
         from .core.model_config import plan_model_config
 
-        config, template, make = plan_model_config(args.model_config, args.seq_len or 512, **run)
+        config, template, make = plan_model_config(args.model_config, args.seq_len or 512, args.padded, **run)
     else:  # the study's model: its plans are cached, and its data gives the batch
         config, template, make = RunConfig(arch=args.arch, size=args.size, **run), None, None
     result = core.plan(config, seq_len=args.seq_len, template=template, make_model=make).to_dict()

@@ -103,18 +103,20 @@ def load_model_config(path: str):
     return config, model_class, arch
 
 
-def model_config_template(config, arch: str, batch_size: int, seq_len: int) -> BatchTemplate:
-    """The batch layout of the study's `arch`, at the model's own vocabulary or image size."""
+def model_config_template(config, arch: str, batch_size: int, seq_len: int, padded: bool = False) -> BatchTemplate:
+    """The batch layout of the study's `arch`, at the model's own vocabulary or image size; a text
+    batch without padding unless `padded` (a real step then skips the causal mask)."""
     if arch == "vit":
         size = config.image_size
         rows = (("pixel_values", (config.num_channels, size, size), torch.float32), ("labels", (), torch.int64))
         return BatchTemplate(rows, batch_size, None)
     rows = tuple((key, (seq_len,), torch.int64) for key in ("input_ids", "attention_mask", "labels"))
-    return BatchTemplate(rows, batch_size * seq_len, None)
+    return BatchTemplate(rows, batch_size * seq_len, None, unpadded=not padded)
 
 
-def plan_model_config(path: str, seq_len: int = 512, **run) -> tuple:
-    """(RunConfig, template, model maker) for a reader's config.json; `run` holds RunConfig fields."""
+def plan_model_config(path: str, seq_len: int = 512, padded: bool = False, **run) -> tuple:
+    """(RunConfig, template, model maker) for a reader's config.json; `run` holds RunConfig fields;
+    `padded`: its text batches hold padding."""
     from transformers.initialization import no_init_weights
 
     model_config, model_class, arch = load_model_config(path)
@@ -124,4 +126,4 @@ def plan_model_config(path: str, seq_len: int = 512, **run) -> tuple:
         with no_init_weights():
             return model_class(model_config)
 
-    return config, model_config_template(model_config, arch, config.rank_batch_size, seq_len), make
+    return config, model_config_template(model_config, arch, config.rank_batch_size, seq_len, padded), make
