@@ -3,6 +3,7 @@
 The package in layers; each imports only those above it in this list:
 
     choices.py   one check for every named choice
+    stopping.py  how every command stops on Ctrl-C or SIGTERM (one line, exit 130 or 143)
     archs/       one file per architecture: configs, embedded and hub data, learning rates, its look
     optim/       the optimizer registry and our CGD
     core/        one run: RunConfig, strategies, the trainer, distributed runs, measurement
