@@ -17,6 +17,7 @@ def _parser():
     from .core.config import DTYPES
     from .core.strategies import ALL_STRATEGIES
     from .optim import OPTIMIZERS
+    from .study.profiles import PROFILES
 
     parser = argparse.ArgumentParser(prog="python -m gum_utils.plan",
                                      description="Predict a training step's peak memory; with a budget, what fits.")
@@ -39,7 +40,7 @@ def _parser():
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--memory", help=f"a memory budget: {MEMORY_FORMS}")
     budget.add_argument("--gpu", help=f"a GPU's memory as budget, one of: {', '.join(GPU_MEMORY_GIB)}")
-    parser.add_argument("--results", metavar="PROFILE", default="cpu",
+    parser.add_argument("--results", metavar="PROFILE", default="cpu", choices=tuple(PROFILES),
                         help="whose measured runs give each strategy's time cost (book/runs/PROFILE; default cpu); "
                              "without them the FLOP count does")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -57,7 +58,18 @@ def run_options(args) -> dict:
     run = dict(optimizer=args.optimizer, strategy=args.strategy, batch_size=args.batch_size,
                micro_batch_size=args.micro_batch_size, dtype=args.dtype, device=args.device)
     RunConfig(arch=args.arch, size=args.size, **run)
+    if args.padded and not args.model_config:
+        raise ValueError("--padded is for --model-config: the study's models are planned on their own data")
+    if not args.model_config:
+        check_text_options(args, args.arch)
     return run
+
+
+def check_text_options(args, arch: str) -> None:
+    """--seq-len and --padded shape text batches: refused for an image classifier, not ignored."""
+    if arch == "vit" and (args.seq_len is not None or args.padded):
+        raise ValueError("--seq-len and --padded are for text models; an image classifier takes images of its "
+                         "own size (config.json's image_size, or --size)")
 
 
 def run_cli(args, budget: int | None) -> dict:
@@ -70,6 +82,7 @@ def run_cli(args, budget: int | None) -> dict:
         from .core.model_config import plan_model_config
 
         config, template, make = plan_model_config(args.model_config, args.seq_len or 512, args.padded, **run)
+        check_text_options(args, config.arch)
     else:  # the study's model: its plans are cached, and its data gives the batch
         config, template, make = RunConfig(arch=args.arch, size=args.size, **run), None, None
     result = core.plan(config, seq_len=args.seq_len, template=template, make_model=make).to_dict()

@@ -238,6 +238,9 @@ def test_a_gpu_plan_counts_the_full_size_temporary_of_torchs_multi_tensor_step()
     (["--gpu", "A100"], "valid choices: T4-16GB, L4-24GB"),
     (["--optimizer", "lion"], "choose from 'sgd', 'adam'"),
     (["--strategy", "accumulation", "--batch-size", "4"], "needs micro_batch_size"),
+    (["--results", "bogus"], "choose from 'smoke', 'cpu', 'paper'"),  # was: the FLOP count, silently
+    (["--arch", "vit", "--seq-len", "64"], "are for text models"),  # was: ignored
+    (["--padded"], "--padded is for --model-config"),
 ])
 def test_cli_refuses_a_bad_argument_naming_the_valid_forms_before_tracing(argv, valid, capsys, monkeypatch):
     monkeypatch.setattr(planner, "_traced_plans", lambda *a: pytest.fail("traced a refused command line"))
