@@ -110,12 +110,22 @@ def test_any_other_failure_is_an_error_status(monkeypatch):
     (dict(strategy="accumulation", batch_size=8, micro_batch_size=8), "micro_batch_size < batch_size"),
     (dict(strategy="accumulation", batch_size=8, micro_batch_size=None), "needs micro_batch_size"),
     (dict(strategy="standard", batch_size=8, micro_batch_size=4), "for strategy 'accumulation' only"),
+    (dict(sample_interval_s=float("inf")), "sample_interval_s must be a finite number > 0"),  # was: null
 ])
 def test_bad_configuration_raises_at_once_naming_the_valid_choices(overrides, message):
     values = dict(arch="vit")
     values.update(overrides)
     with pytest.raises(ValueError, match=message):
         RunConfig(**values)
+
+
+def test_a_run_records_the_held_out_rows_it_evaluated_not_only_those_asked_for(monkeypatch):
+    monkeypatch.setenv("GUM_PLAN_CACHE", "off")
+    few, many = train(cell("vit", steps=1, eval_samples=8)), train(cell("vit", steps=1, eval_samples=1_000_000))
+    assert few.summary["val_samples"] == few.summary["test_samples"] == 8
+    evaluated = many.summary["val_samples"]
+    assert 8 < evaluated < 1_000_000 and many.config["eval_samples"] == 1_000_000  # the split holds fewer
+    assert many.summary["test_samples"] > 0
 
 
 def test_from_dict_rejects_unknown_fields():

@@ -78,7 +78,8 @@ class RunConfig:
                 f"eval_every must be an integer >= 1 or None, got {self.eval_every!r}")
         require(isinstance(self.eval_samples, int) and self.eval_samples >= 1,
                 f"eval_samples must be an integer >= 1, got {self.eval_samples!r}")
-        require(self.sample_interval_s > 0, f"sample_interval_s must be > 0, got {self.sample_interval_s!r}")
+        require(0 < self.sample_interval_s < math.inf,
+                f"sample_interval_s must be a finite number > 0, got {self.sample_interval_s!r}")
         require(isinstance(self.fixed_batch, bool), f"fixed_batch must be True or False, got {self.fixed_batch!r}")
         require(isinstance(self.optimizer_options, dict),
                 f"optimizer_options must be a dict, got {self.optimizer_options!r}")

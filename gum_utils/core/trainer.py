@@ -141,6 +141,8 @@ class Run:
         self.model = None
         self.device_data_bytes = 0  # the training split's bytes where it is kept on the device
         self.seconds = {"setup_s": 0.0, "eval_s": 0.0}  # where a run's time goes besides its steps
+        # The held-out rows evaluated: eval_samples asks, a split may hold fewer (the summary says which)
+        self.evaluated = {"val_samples": 0, "test_samples": 0}
 
     def setup(self):
         config = self.config
@@ -160,6 +162,8 @@ class Run:
             self.device_data_bytes = self.stream.nbytes
             self.stream.to(self.device)
         self.val, self.test = (self.held_out_batches(split, held[split]) for split in ("val", "test"))
+        self.evaluated = {f"{name}_samples": sum(len(b["labels"]) for b in batches)
+                          for name, batches in (("val", self.val), ("test", self.test))}
         micros, counts = self.next_step_batches()
         self.flops_per_step = self.step_flops(micros, counts[0])  # before checkpointing: model FLOPs
         self.strategy.prepare(self.model)
@@ -317,7 +321,7 @@ def train_in_process(config: RunConfig):
         run.result.error = "".join(traceback.format_exception_only(type(error), error)).strip()
         run.result.environment["traceback"] = traceback.format_exc()
     _summarise(run.result, time.perf_counter() - started, sampler, run.device)
-    run.result.summary.update(device_data_bytes=run.device_data_bytes, **run.seconds)
+    run.result.summary.update(device_data_bytes=run.device_data_bytes, **run.seconds, **run.evaluated)
     _add_flops(run.result, getattr(run, "flops_per_step", None), config.dtype, run.ranks.world_size)
     if run.ranks.world_size > 1 and run.result.status in ("oom", "error"):
         raise distributed.RankFailed(run.result)
