@@ -31,6 +31,9 @@ def _parser():
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--micro-batch-size", type=int)
     parser.add_argument("--seq-len", type=int, help="text length (default: the architecture's; 512 for --model-config)")
+    parser.add_argument("--step", choices=("trainer", "gum"), help="with --model-config: the training step "
+                        "planned: trainer (default: a transformers Trainer's, the loss from the model's own labels "
+                        "path) or gum (the study's: the loss from the logits, summed)")
     parser.add_argument("--padded", action="store_true", help="with --model-config: text batches hold padding "
                         "(the attention mask is then built in full; default: no padding, SDPA's causal kernel)")
     parser.add_argument("--dtype", choices=DTYPES, default="float32")
@@ -58,8 +61,9 @@ def run_options(args) -> dict:
     run = dict(optimizer=args.optimizer, strategy=args.strategy, batch_size=args.batch_size,
                micro_batch_size=args.micro_batch_size, dtype=args.dtype, device=args.device)
     RunConfig(arch=args.arch, size=args.size, **run)
-    if args.padded and not args.model_config:
-        raise ValueError("--padded is for --model-config: the study's models are planned on their own data")
+    if (args.padded or args.step) and not args.model_config:
+        raise ValueError("--padded and --step are for --model-config: the study's models are planned on their "
+                         "own data and step")
     if not args.model_config:
         check_text_options(args, args.arch)
     return run
@@ -81,11 +85,16 @@ def run_cli(args, budget: int | None) -> dict:
     if args.model_config:
         from .core.model_config import plan_model_config
 
-        config, template, make = plan_model_config(args.model_config, args.seq_len or 512, args.padded, **run)
+        step = args.step or "trainer"
+        config, template, make = plan_model_config(args.model_config, args.seq_len or 512, args.padded, step, **run)
         check_text_options(args, config.arch)
     else:  # the study's model: its plans are cached, and its data gives the batch
         config, template, make = RunConfig(arch=args.arch, size=args.size, **run), None, None
     result = core.plan(config, seq_len=args.seq_len, template=template, make_model=make).to_dict()
+    if args.model_config:
+        result["step"] = step
+        result["notes"].append("planned for " + ("a transformers Trainer step (the loss from the model's labels "
+                                                 "path)" if step == "trainer" else "the study's step (--step gum)"))
     if budget is None:
         return result
     result.update(budget_bytes=budget, fits=result["peak_bytes"] <= budget)

@@ -113,7 +113,7 @@ def test_an_own_model_that_does_not_fit_at_micro_batch_1_gets_the_single_changes
     assert advice['{"optimizer": "sgd"}']["fits"] and advice['{"optimizer": "sgd"}']["peak_bytes"] == peaks["sgd"]
 
 
-def _measured_two_steps(model_class, config, make_batch) -> int:
+def _measured_two_steps(model_class, config, make_batch, loss_of) -> int:
     """Two real Adam steps of the reader's model on a batch, peak live tensor bytes (the profiler's);
     the batch is made inside, as the plan counts it."""
     from gum_utils.core import measure
@@ -127,14 +127,15 @@ def _measured_two_steps(model_class, config, make_batch) -> int:
         for _ in range(2):
             def closure():
                 optimizer.zero_grad(set_to_none=True)
-                return forward_backward(model, [batch], int(batch["labels"].numel()))
+                return forward_backward(model, [batch], int(batch["labels"].numel()), loss_of=loss_of)
             optimizer.step(closure)
     return measure.tensor_peak_bytes(two_steps)
 
 
-def test_a_batch_is_planned_as_it_is_fed_unpadded_by_default_padded_when_told(tmp_path):
-    """transformers skips the causal mask of a real all-ones mask, never of a fake one: the trace
-    took the padded path for every batch (+7 % on this Qwen2). Both paths now to the byte."""
+def test_a_readers_step_and_batch_are_planned_as_they_are_fed(tmp_path):
+    """Unpadded by default, padded when told (transformers skips the causal mask of a real all-ones
+    mask, never of a fake one: the trace took the padded path, +7 % on this Qwen2), and a Trainer's
+    step by default, the study's with step="gum": each planned to the byte of the profiler's measure."""
     from transformers import Qwen2Config
 
     Qwen2Config(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
@@ -147,9 +148,15 @@ def test_a_batch_is_planned_as_it_is_fed_unpadded_by_default_padded_when_told(tm
             mask[:, -10:] = 0
         return {"input_ids": ids, "attention_mask": mask, "labels": ids.clone()}
 
-    for padded in (False, True):
-        run, template, make = plan_model_config(str(tmp_path), seq_len=128, padded=padded, batch_size=4,
+    from gum_utils.core.model_config import labels_path_loss
+    from gum_utils.core.trainer import summed_loss
+
+    found = {}
+    for padded, step in ((False, "trainer"), (True, "trainer"), (False, "gum")):
+        run, template, make = plan_model_config(str(tmp_path), seq_len=128, padded=padded, step=step, batch_size=4,
                                                 optimizer="adam", device="cpu")
         planned = planner.plan(run, template=template, make_model=make).peak_bytes
-        measured = _measured_two_steps(model_class, config, lambda: batch(padded))
-        assert planned == measured, (padded, planned, measured)
+        loss_of = labels_path_loss if step == "trainer" else summed_loss
+        found[padded, step] = measured = _measured_two_steps(model_class, config, lambda: batch(padded), loss_of)
+        assert planned == measured, (padded, step, planned, measured)
+    assert found[True, "trainer"] > found[False, "trainer"]  # the mask built in full

@@ -204,7 +204,7 @@ def test_gpus_by_name_at_their_nominal_size_and_an_unknown_one_names_the_table()
 
 def test_cli_json_has_peak_breakdown_fits_and_largest_micro_batch(capsys):
     command.main(["--arch", "llama", "--strategy", "accumulation", "--batch-size", "2", "--micro-batch-size", "1",
-                  "--memory", "1GiB", "--results", "no-such-profile", "--json"])
+                  "--memory", "1GiB", "--json"])  # on a GPU: the cpu profile's runs, if any, do not count
     result = json.loads(capsys.readouterr().out)
     costs = {name: (found["time_cost"], found["time_source"]) for name, found in result["strategies"].items()}
     assert costs == {"standard": (1.0, "FLOP count"), "checkpointing": (4 / 3, "FLOP count"),
@@ -240,7 +240,8 @@ def test_a_gpu_plan_counts_the_full_size_temporary_of_torchs_multi_tensor_step()
     (["--strategy", "accumulation", "--batch-size", "4"], "needs micro_batch_size"),
     (["--results", "bogus"], "choose from 'smoke', 'cpu', 'paper'"),  # was: the FLOP count, silently
     (["--arch", "vit", "--seq-len", "64"], "are for text models"),  # was: ignored
-    (["--padded"], "--padded is for --model-config"),
+    (["--padded"], "--padded and --step are for --model-config"),
+    (["--step", "trainer"], "--padded and --step are for --model-config"),
 ])
 def test_cli_refuses_a_bad_argument_naming_the_valid_forms_before_tracing(argv, valid, capsys, monkeypatch):
     monkeypatch.setattr(planner, "_traced_plans", lambda *a: pytest.fail("traced a refused command line"))

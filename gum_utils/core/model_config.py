@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from ..archs.base import for_training
+from ..choices import check_choice
 from .config import RunConfig
 from .plan import BatchTemplate
 
@@ -103,20 +104,35 @@ def load_model_config(path: str):
     return config, model_class, arch
 
 
-def model_config_template(config, arch: str, batch_size: int, seq_len: int, padded: bool = False) -> BatchTemplate:
+# The training step a plan models: a reader's (transformers' Trainer, or a loop like it), or the study's.
+STEPS = ("trainer", "gum")
+
+
+def labels_path_loss(model, batch: dict):
+    """The loss as a transformers Trainer step takes it: the model's own labels path (a causal LM
+    shifts the labels and upcasts the logits to float there), the outputs dropped before backward.
+    Its scale (the model's mean) changes no memory."""
+    return model(**batch).loss
+
+
+def model_config_template(config, arch: str, batch_size: int, seq_len: int, padded: bool = False,
+                          step: str = "trainer") -> BatchTemplate:
     """The batch layout of the study's `arch`, at the model's own vocabulary or image size; a text
-    batch without padding unless `padded` (a real step then skips the causal mask)."""
+    batch without padding unless `padded` (a real step then skips the causal mask); the loss taken
+    as `step` takes it."""
+    check_choice("step", step, STEPS)
+    loss = labels_path_loss if step == "trainer" else None
     if arch == "vit":
         size = config.image_size
         rows = (("pixel_values", (config.num_channels, size, size), torch.float32), ("labels", (), torch.int64))
-        return BatchTemplate(rows, batch_size, None)
+        return BatchTemplate(rows, batch_size, None, step_loss=loss)
     rows = tuple((key, (seq_len,), torch.int64) for key in ("input_ids", "attention_mask", "labels"))
-    return BatchTemplate(rows, batch_size * seq_len, None, unpadded=not padded)
+    return BatchTemplate(rows, batch_size * seq_len, None, unpadded=not padded, step_loss=loss)
 
 
-def plan_model_config(path: str, seq_len: int = 512, padded: bool = False, **run) -> tuple:
+def plan_model_config(path: str, seq_len: int = 512, padded: bool = False, step: str = "trainer", **run) -> tuple:
     """(RunConfig, template, model maker) for a reader's config.json; `run` holds RunConfig fields;
-    `padded`: its text batches hold padding."""
+    `padded`: its text batches hold padding; `step`: a Trainer's step or the study's (STEPS)."""
     from transformers.initialization import no_init_weights
 
     model_config, model_class, arch = load_model_config(path)
@@ -126,4 +142,4 @@ def plan_model_config(path: str, seq_len: int = 512, padded: bool = False, **run
         with no_init_weights():
             return model_class(model_config)
 
-    return config, model_config_template(model_config, arch, config.rank_batch_size, seq_len, padded), make
+    return config, model_config_template(model_config, arch, config.rank_batch_size, seq_len, padded, step), make

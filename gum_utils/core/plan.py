@@ -29,7 +29,7 @@ from .plan_cache import PLAN_CACHE_VARIABLE, cache_folder, cache_off, read_entry
 from .batches import BatchStream
 from .config import RunConfig
 from .strategies import strategy as strategy_spec
-from .trainer import forward_backward, precision_context
+from .trainer import forward_backward, precision_context, summed_loss
 
 BREAKDOWN_KEYS = ("params", "grads", "optimizer_state", "activations", "temporaries")
 # MemTracker's kinds of memory, in the breakdown's terms. The batch (tracked as "other")
@@ -69,6 +69,8 @@ class BatchTemplate:
     images_per_sample: int | None
     # No padding in the batch (an attention mask of ones): a real step then skips the causal mask.
     unpadded: bool = False
+    # How the step takes its loss, (model, micro-batch) -> loss; None: the study's (trainer.summed_loss).
+    step_loss: object = None
 
     def fake_batch(self, size: int) -> dict:
         """A batch of `size` rows; under FakeTensorMode nothing is allocated."""
@@ -249,7 +251,7 @@ def _peak_snapshots(configs: list, template: BatchTemplate, micro_batch_size: in
         model = _build_model(configs[0], make_model)
         micros = [template.fake_batch(micro_batch_size) for _ in range(micro_batches)]
         backward_peak = _backward_peak(model, micros, micros[:TRACED_MICRO_BATCHES], template.items,
-                                       configs[0].dtype)
+                                       configs[0].dtype, template.step_loss or summed_loss)
         gradients = [(parameter, parameter.grad) for parameter in model.parameters()]
         return [_step_snapshots(model, _build_optimizer(config, model), gradients, micros, backward_peak)
                 for config in configs]
@@ -274,14 +276,14 @@ def _masks_as_fed(unpadded: bool):
         masking.is_tracing = traced
 
 
-def _backward_peak(model, micros: list, traced: list, items: int, dtype: str) -> dict:
+def _backward_peak(model, micros: list, traced: list, items: int, dtype: str, loss_of) -> dict:
     """The peak of the step's forward and backward, no optimizer state live (the step starts with
     the gradients set to None, as Run's closure leaves them)."""
     tracker = StepPeakTracker()
     precision = _resetting(tracker, precision_context(_CPU, dtype))
     tracker.track_external(model, micros)
     with tracker:
-        forward_backward(model, traced, items, precision)
+        forward_backward(model, traced, items, precision, loss_of=loss_of)
     return tracker.get_tracker_snapshot("peak").get(_CPU, {})
 
 

@@ -73,7 +73,7 @@ def summed_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
 
 
 def forward_backward(model: torch.nn.Module, micros: list[dict], window_items: int,
-                     precision=contextlib.nullcontext, ranks: Ranks = SINGLE) -> torch.Tensor:
+                     precision=contextlib.nullcontext, ranks: Ranks = SINGLE, loss_of=summed_loss) -> torch.Tensor:
     """Accumulate into .grad the gradient of the window's mean loss; return that loss (detached).
 
     The loss of the window is a sum over all its items (target tokens or samples) divided by the
@@ -81,14 +81,15 @@ def forward_backward(model: torch.nn.Module, micros: list[dict], window_items: i
     one batch of 16, padding included. `precision` is a context for the forward pass only (e.g.
     bfloat16 autocast). Over several processes (`ranks`), `window_items` counts the items of every
     rank's micro-batches, gradients are synchronised on the last micro-batch only, and the loss
-    returned is the sum over ranks: the global window loss, the same on every rank.
+    returned is the sum over ranks: the global window loss, the same on every rank. `loss_of`
+    (model, micro-batch) -> its summed loss; the planner swaps in a reader's own step's.
     """
     window_loss = torch.zeros((), device=micros[0]["labels"].device)
     last = len(micros) - 1
     for index, micro in enumerate(micros):
         with ranks.gradient_sync(model, index == last):
             with precision():
-                loss = summed_loss(model, micro) / window_items
+                loss = loss_of(model, micro) / window_items
             ranks.backward(loss)
         window_loss += loss.detach()
     return ranks.sum(window_loss)
