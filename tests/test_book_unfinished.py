@@ -6,10 +6,9 @@ from html import unescape
 
 import pytest
 
-from gum_utils.report import book
 from gum_utils.study import grid
 from gum_utils.study.profiles import cells, profile
-from test_book import copy_book_sources
+from test_book import copy_book_sources, run_module
 
 
 def _text(page) -> str:
@@ -23,8 +22,8 @@ def test_a_book_of_failed_runs_says_so_on_each_page_and_shows_why(tmp_path):
     tasks = grid.plan(smoke, book_dir / "runs", cells(smoke, ["vit"], ["sgd", "adam"], ["standard"]), jobs=1)
     failing = [grid.Task(t.cell, dict(t.parameters, lr=-1.0), t.notebook, t.output, t.key, t.threads) for t in tasks]
     assert grid.run_grid(failing, jobs=1, show_progress=False) == {"skipped": 0, "error": 2}
-    index = book.make_book("smoke", book_dir)
-    pages = index.parent / "report" / "smoke"
+    run_module("gum_utils.report.book", "--profile", "smoke", "--book-dir", str(book_dir))  # as a reader runs it
+    pages = book_dir / "_build" / "html" / "report" / "smoke"
     vit = _text(pages / "architecture-vit.html")
     assert "No run of ViT finished" in vit and vit.count("lr must be a number > 0") == 2
     assert 'id="arch-vit"' in (pages / "architecture-vit.html").read_text()  # other pages' links still land
