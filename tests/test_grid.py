@@ -173,9 +173,10 @@ def no_cluster(monkeypatch):
 
 @pytest.mark.parametrize("options, message", [
     (["--seed", "-3"], "--seed takes integers from 0 to 4294967295, got -3"),
-    (["--data", "hub"], "--data hub needs the paper size .* profile 'smoke' is size 'tiny'"),
-    (["--world-size", "3"], "--world-size 3 must divide the batch of 4 \\(standard, profile 'smoke'\\)"),
-    (["--world-size", "2"], "--world-size 2 leaves accumulation a per-rank batch of 4"),
+    # The cells' own RunConfigs judge these (one validation): the message names the cell and the profile.
+    (["--data", "hub"], "cell vit/sgd-standard-s0 of profile 'smoke' \\(tiny size, hub data, .* needs size='paper'"),
+    (["--world-size", "3"], "world size 3\\) would fail: batch_size=4 must be divisible by world_size=3"),
+    (["--world-size", "2"], "cell vit/sgd-accumulation-s0 .* accumulation needs micro_batch_size < the per-rank batch"),
     (["--parallel", "fsdp"], "--parallel fsdp spans several processes: give --world-size N"),
     (["--scheduler", "foo"], "--scheduler 'foo' is not an address of the form tcp://HOST:PORT"),
     (["--scheduler", "tcp://127.0.0.1:PORT"], "no Dask scheduler answers at tcp://127.0.0.1:\\d+ within 3 s"),

@@ -129,7 +129,7 @@ def test_a_run_records_the_held_out_rows_it_evaluated_not_only_those_asked_for(m
 
 
 def test_from_dict_rejects_unknown_fields():
-    with pytest.raises(ValueError, match="unknown RunConfig field.*'lrr'.*valid fields: arch"):
+    with pytest.raises(ValueError, match="RunConfig has no field 'lrr' \\(did you mean 'lr'\\?\\); valid fields: arch"):
         RunConfig.from_dict({"arch": "vit", "lrr": 0.1})
 
 

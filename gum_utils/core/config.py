@@ -30,7 +30,14 @@ def default_lr(arch: str, optimizer: str) -> float:
     return architecture(arch).lr_overrides.get(optimizer, spec.default_lr)
 
 
-@dataclass
+class UnknownFieldError(TypeError, ValueError):
+    """A name RunConfig lacks: a TypeError as a keyword (Python's own kind), a ValueError as a dict's key
+    (what callers of from_dict and the notebooks catch). One check, in `_listing_unknown_fields`."""
+
+
+# Frozen: a config is validated once, when it is built, and cannot change after (dataclasses.replace
+# builds, and so validates, a new one).
+@dataclass(frozen=True)
 class RunConfig:
     arch: str
     size: str = "tiny"
@@ -140,10 +147,6 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "RunConfig":
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ValueError(f"unknown RunConfig field(s) {unknown}; valid fields: {', '.join(known)}")
         return cls(**values)
 
 
@@ -225,8 +228,9 @@ def _listing_unknown_fields(init):
         for name in kwargs:
             if name not in valid:
                 hint = difflib.get_close_matches(name, valid, n=1)
-                raise TypeError(f"RunConfig has no field {name!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                                + f"; valid fields: {', '.join(valid)}")
+                raise UnknownFieldError(f"RunConfig has no field {name!r}"
+                                        + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                                        + f"; valid fields: {', '.join(valid)}")
         init(self, *args, **kwargs)
     return checked
 

@@ -36,7 +36,6 @@ def train_model(config: RunConfig):
     then is a fresh one holding the full state rank 0 saved. Inside a rank, the model is
     that rank's wrapped (DDP) or sharded (FSDP2) one, and a failure raises RankFailed.
     """
-    config.validate()
     if config.world_size > 1 and not distributed.launched_as_rank():
         return launch(config)
     result, model = train_in_process(config)

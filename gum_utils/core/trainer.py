@@ -306,7 +306,6 @@ def train_in_process(config: RunConfig):
     Returns (RunResult, trained model or None); never raises for diverged/oom/error, except that a
     failed rank raises RankFailed: its peers may wait in a collective, so the launch must end.
     """
-    config.validate()
     run = Run(config)
     started = time.perf_counter()
     sampler = measure.Sampler(run.device, config.sample_interval_s)

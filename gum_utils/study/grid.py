@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..archs import ARCHITECTURES
-from ..core.config import DATA_SOURCES, MAX_SEED, PARALLEL, default_lr
+from ..core.config import DATA_SOURCES, MAX_SEED, PARALLEL, RunConfig, default_lr
 from ..core.plan_cache import folder_problem as plan_cache_problem
 from ..core.results import ResultFileError, RunResult, notebook_problem, write_temporary
-from ..core.strategies import ALL_STRATEGIES, STRATEGIES
+from ..core.strategies import ALL_STRATEGIES
 from ..optim import STUDY_OPTIMIZERS
 from ..stopping import exit_code, sigterm_as_interrupt, stop_signal
 from . import paths
@@ -54,7 +54,6 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 DEFAULT_OUT = ROOT / "book" / "runs"
 STAGES = ("shared", "sweep", "tuned")
-ARCH_ANY = "vit"  # batch sizes are the profile's, the same for every architecture
 LOG_COLUMNS = ["finished", "profile", "stage", "cells", "skipped", "reused", "ran", "statuses", "minutes",
                "minutes_per_seed", "jobs", "cpus"]
 
@@ -484,10 +483,7 @@ def check_options(args, prof: Profile, subset: dict) -> None:
         raise GridOptionError(f"--seed takes integers from 0 to {MAX_SEED}, got {', '.join(map(str, bad_seeds))}")
     if args.parallel and args.world_size == 1:
         raise GridOptionError(f"--parallel {args.parallel} spans several processes: give --world-size N (N > 1) too")
-    if prof.data == "hub" and prof.size != "paper":
-        raise GridOptionError(f"--data hub needs the paper size (the models' own tokenizers and 224-pixel images); "
-                              f"profile {prof.name!r} is size {prof.size!r}: use --data embedded or --profile paper")
-    check_world_size(prof, subset["strategies"])
+    check_cell_configs(prof, subset)
     check_writable(args.out)
     if prof.device == "cuda" and not (args.scheduler or args.slurm) and local_gpu_count() == 0:
         raise GridOptionError(f"the {prof.name} profile runs every cell on a GPU (device cuda) and torch sees none "
@@ -501,20 +497,17 @@ def _unique(values: list | None) -> list | None:
     return None if values is None else list(dict.fromkeys(values))
 
 
-def check_world_size(prof: Profile, strategies) -> None:
-    """Every rank trains an equal share of the batch, and accumulation splits that share in micro-batches."""
-    world = prof.world_size
-    for strategy in strategies or STRATEGIES:
-        parameters = prof.run_parameters(ARCH_ANY, "sgd", strategy, 0)
-        batch, micro = parameters["batch_size"], parameters["micro_batch_size"]
-        if batch % world:
-            raise GridOptionError(f"--world-size {world} must divide the batch of {batch} ({strategy}, "
-                                  f"profile {prof.name!r}): every rank trains an equal share")
-        share = batch // world
-        if micro is not None and (micro >= share or share % micro):
-            raise GridOptionError(f"--world-size {world} leaves accumulation a per-rank batch of {share}, which its "
-                                  f"micro-batch of {micro} must divide into more than one: choose another "
-                                  "--world-size or leave accumulation out (--strategy standard checkpointing)")
+def check_cell_configs(prof: Profile, subset: dict) -> None:
+    """Each selected cell's RunConfig, built as its notebook builds it: the config's rules (data and
+    size, world size and micro-batches, ...) are checked in one place, and a cell that breaks one
+    fails the grid here, before any cell runs. Sweep cells are one-process standard runs of the same."""
+    for cell in cells(prof, **subset):
+        try:
+            RunConfig.from_dict(_parameters(prof, cell, None))
+        except ValueError as error:
+            raise GridOptionError(f"cell {cell.arch}/{cell.stem} of profile {prof.name!r} "
+                                  f"({prof.size} size, {prof.data} data, world size {prof.world_size}) "
+                                  f"would fail: {error}") from None
 
 
 def local_gpu_count(timeout_s: float = 120.0) -> int:
