@@ -110,13 +110,19 @@ def test_the_guide_traces_each_configuration_once_and_reads_the_cache_after(tmp_
     monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path))
     todo = planning.tasks(archs=("llama",), optimizers=("adam",), size="tiny")
     keys = [tuple(task.values()) for task in todo]
-    assert len(keys) == len(set(keys)) == 3 + 6 + 6 + 5 - 3  # paper shapes, then the curves less the overlaps
+    assert len(keys) == len(set(keys)) == 2 * 3 + 6 + 6 + 5 - 3  # paper shapes (two precisions), curves less overlaps
     first = planning.build_guide(archs=("llama",), optimizers=("adam",), workers=1, progress=False, size="tiny")
     config = planning.paper_config("llama", "adam", "accumulation", 32, 4, size="tiny")
     row = next(p for p in first["plans"] if (p["strategy"], p["micro_batch_size"]) == ("accumulation", 4))
     assert row["peak_bytes"] == planner.plan(config).peak_bytes and row["error"] is None
+    bfloat16 = planning.paper_config("llama", "adam", "standard", first["paper_batch"], size="tiny", dtype="bfloat16")
+    bfloat16_peak = planner.plan(bfloat16).peak_bytes
     monkeypatch.setattr(planner, "plan", lambda *a, **k: pytest.fail("traced again"))
     again = planning.build_guide(archs=("llama",), optimizers=("adam",), workers=1, progress=False, size="tiny")
     assert [p["peak_bytes"] for p in again["plans"]] == [p["peak_bytes"] for p in first["plans"]]
     table = guide.paper_batch_table(again)
     assert table.loc[("llama", "adam"), "checkpointing"] < table.loc[("llama", "adam"), "standard"]
+    assert list(table.columns) == ["standard", "checkpointing", "accumulation", "standard, bfloat16",
+                                   "checkpointing, bfloat16", "accumulation, bfloat16"]
+    assert table.loc[("llama", "adam"), "standard, bfloat16"] * GIB == pytest.approx(bfloat16_peak)
+    assert len(guide.curves(again)) == 6 + 6 + 5  # the curves stay in float32: no bfloat16 point among them

@@ -35,26 +35,33 @@ def load_guide(path) -> dict:
 
 
 def plans_frame(guide: dict) -> pd.DataFrame:
-    columns = ["arch", "optimizer", "strategy", "batch_size", "micro_batch_size", "peak_bytes", "error"]
+    columns = ["arch", "optimizer", "strategy", "batch_size", "micro_batch_size", "dtype", "peak_bytes", "error"]
     frame = pd.DataFrame(guide["plans"]).reindex(columns=columns)
     return frame.assign(micro=frame["micro_batch_size"].fillna(frame["batch_size"]).astype(int),
+                        dtype=frame["dtype"].astype(object).fillna(guide["dtype"]),  # a guide before bfloat16: one precision
                         peak_gib=frame["peak_bytes"].astype(float) / GIB)
 
 
 def paper_batch_table(guide: dict) -> pd.DataFrame:
     """Predicted peak (GiB) per architecture and optimizer (rows) and strategy (columns), at the paper
-    profile's shapes: standard and checkpointing at its batch, accumulation at `accumulation` times it."""
+    profile's shapes: standard and checkpointing at its batch, accumulation at `accumulation` times it.
+    The curves' precision first (columns named by strategy), then each other precision planned
+    (columns "strategy, dtype")."""
     plans, batch = plans_frame(guide), guide["paper_batch"]
     paper = plans[(plans["micro"] == batch) & ((plans["strategy"] == "accumulation")
                                                 == (plans["batch_size"] == batch * guide["accumulation"]))]
-    table = paper.pivot_table(index=["arch", "optimizer"], columns="strategy", values="peak_gib", sort=False)
-    return table.reindex(columns=[s for s in STRATEGIES if s in table.columns])
+    paper = paper.assign(column=paper["strategy"].where(paper["dtype"] == guide["dtype"],
+                                                        paper["strategy"] + ", " + paper["dtype"]))
+    table = paper.pivot_table(index=["arch", "optimizer"], columns="column", values="peak_gib", sort=False)
+    order = [strategy if dtype == guide["dtype"] else f"{strategy}, {dtype}"
+             for dtype in dict.fromkeys([guide["dtype"], *guide.get("paper_dtypes", ())]) for strategy in STRATEGIES]
+    return table.reindex(columns=[column for column in order if column in table.columns]).rename_axis(columns=None)
 
 
 def curves(guide: dict) -> pd.DataFrame:
     """The curve optimizer's predicted peak per architecture, strategy and micro-batch (the traced points)."""
     plans, batch = plans_frame(guide), guide["batch"]
-    curve = plans[plans["optimizer"] == guide["curve_optimizer"]]
+    curve = plans[(plans["optimizer"] == guide["curve_optimizer"]) & (plans["dtype"] == guide["dtype"])]
     curve = curve[(curve["strategy"] != "accumulation") | (curve["batch_size"] == batch)]
     return curve[["arch", "strategy", "micro", "peak_bytes", "peak_gib"]].dropna(subset=["peak_bytes"]) \
         .sort_values(["arch", "strategy", "micro"]).reset_index(drop=True)

@@ -4,10 +4,11 @@
 
 For each architecture and study optimizer, the predicted peak of each strategy at the paper
 profile's shapes (standard and checkpointing at its batch, accumulation at `accumulation` times
-that batch in micro-batches of it). For Adam, the peak of each strategy at micro-batches
-1, 2, 4, ... up to the guide's batch (the accumulation run's batch): the points the book draws
-and from which it reads, for common GPU sizes, what fits. Planned for a GPU in float32. Plans are
-cached on disk (core/plan.py), so a second guide reads them; the first traces 116 steps in
+that batch in micro-batches of it), in float32 and in bfloat16 autocast. For Adam, the peak of each
+strategy at micro-batches 1, 2, 4, ... up to the guide's batch (the accumulation run's batch), in
+float32: the points the book draws and from which it reads, for common GPU sizes, what fits.
+Planned for a GPU. Plans are
+cached on disk (core/plan.py), so a second guide reads them; the first traces 176 steps in
 parallel processes, the five optimizers of a shape over one forward and backward (core/plan.py:
 plan_optimizers). Written to one JSON file that the report (no torch) reads: book/plans/guide.json.
 """
@@ -31,6 +32,8 @@ from .profiles import PROFILES
 
 GUIDE_FILE = Path(__file__).resolve().parents[2] / "book" / paths.GUIDE_IN_BOOK
 CURVE_OPTIMIZER = "adam"  # the paper's reference optimizer: the micro-batch curves are drawn for it
+CURVE_DTYPE = "float32"  # the curves' precision; the paper shapes are planned in PAPER_DTYPES
+PAPER_DTYPES = ("float32", "bfloat16")
 SCHEMA = 1
 
 
@@ -50,29 +53,30 @@ def micro_batches(batch: int) -> list[int]:
 
 
 def paper_config(arch: str, optimizer: str, strategy: str, batch_size: int, micro_batch_size=None,
-                 size: str = "paper") -> RunConfig:
+                 size: str = "paper", dtype: str = CURVE_DTYPE) -> RunConfig:
     return RunConfig(arch=arch, size=size, optimizer=optimizer, strategy=strategy, batch_size=batch_size,
-                     micro_batch_size=micro_batch_size, device="cuda", dtype="float32")
+                     micro_batch_size=micro_batch_size, device="cuda", dtype=dtype)
 
 
 def tasks(archs=ARCHITECTURES, optimizers=STUDY_OPTIMIZERS, profile: str = "paper", size: str = "paper") -> list[dict]:
-    """Every configuration the guide traces, once each: the paper shapes, then Adam's curves
-    (`size` other than paper: the same shapes on smaller models, for the tests)."""
+    """Every configuration the guide traces, once each: the paper shapes in each of PAPER_DTYPES, then
+    Adam's curves (`size` other than paper: the same shapes on smaller models, for the tests)."""
     shape, batch = PROFILES[profile], guide_batch(profile)
     found = {}
     for arch in archs:
-        for optimizer in optimizers:
-            for strategy in STRATEGIES:
-                accumulate = strategy == "accumulation"
-                found.setdefault((arch, optimizer, strategy, batch if accumulate else shape.batch_size,
-                                  shape.batch_size if accumulate else None), "paper")
+        for dtype in PAPER_DTYPES:
+            for optimizer in optimizers:
+                for strategy in STRATEGIES:
+                    accumulate = strategy == "accumulation"
+                    found.setdefault((arch, optimizer, strategy, batch if accumulate else shape.batch_size,
+                                      shape.batch_size if accumulate else None, dtype), "paper")
         for strategy in STRATEGIES if CURVE_OPTIMIZER in optimizers else ():
             for micro in micro_batches(batch):
                 if strategy != "accumulation":
-                    found.setdefault((arch, CURVE_OPTIMIZER, strategy, micro, None), "curve")
+                    found.setdefault((arch, CURVE_OPTIMIZER, strategy, micro, None, CURVE_DTYPE), "curve")
                 elif micro < batch:  # one micro-batch of the whole batch is the standard strategy
-                    found.setdefault((arch, CURVE_OPTIMIZER, strategy, batch, micro), "curve")
-    return [dict(zip(("arch", "optimizer", "strategy", "batch_size", "micro_batch_size"), key), size=size)
+                    found.setdefault((arch, CURVE_OPTIMIZER, strategy, batch, micro, CURVE_DTYPE), "curve")
+    return [dict(zip(("arch", "optimizer", "strategy", "batch_size", "micro_batch_size", "dtype"), key), size=size)
             for key in found]
 
 
@@ -126,7 +130,7 @@ def build_guide(archs=ARCHITECTURES, optimizers=STUDY_OPTIMIZERS, workers: int =
     rows.sort(key=lambda row: order[tuple(row[key] for key in todo[0])])
     return {"schema": SCHEMA, "batch": guide_batch(), "paper_batch": PROFILES["paper"].batch_size,
             "accumulation": PROFILES["paper"].accumulation, "size": size, "curve_optimizer": CURVE_OPTIMIZER,
-            "device": "cuda", "dtype": "float32", "code": planner_code()[:16], "plans": rows}
+            "device": "cuda", "dtype": CURVE_DTYPE, "paper_dtypes": list(PAPER_DTYPES), "code": planner_code()[:16], "plans": rows}
 
 
 def write_guide(guide: dict, file: Path = GUIDE_FILE) -> Path:
@@ -151,7 +155,8 @@ def main(argv=None) -> int:
     path = write_guide(guide, args.out)
     print(f"{len(guide['plans'])} plans ({len(failed)} failed) in {(time.perf_counter() - started) / 60:.1f} min: {path}")
     for row in failed:
-        print(f"  {row['arch']}/{row['optimizer']}/{row['strategy']} batch {row['batch_size']}: {row['error']}")
+        print(f"  {row['arch']}/{row['optimizer']}/{row['strategy']} batch {row['batch_size']} {row['dtype']}: "
+              f"{row['error']}")
     return 0
 
 
