@@ -273,3 +273,27 @@ def test_a_run_records_the_planned_and_the_measured_tensor_peak_once_per_configu
     assert planner.cpu_tensor_peak_bytes(cell("llama", "sgd", "standard", batch_size=2, device="cuda")) is None
     monkeypatch.setenv("GUM_PLAN_CACHE", "off")
     assert planner.planned_peak_bytes(config) is None and planner.cpu_tensor_peak_bytes(config) is None
+
+
+def test_train_holds_no_trained_model_while_it_measures_the_reference_step(tmp_path, monkeypatch):
+    """make paper-smoke's Llama was killed at 23.6 GB resident on a 24 GB machine: the trained model
+    (weights and gradients) was still held while the reference measurement built and stepped a second."""
+    import gc
+
+    from gum_utils.core import run as run_module
+    from transformers import PreTrainedModel
+
+    monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path))
+    alive = []
+
+    def measure(config):
+        gc.collect()
+        alive.append(sum(isinstance(thing, PreTrainedModel) for thing in gc.get_objects()))
+        return 1
+
+    monkeypatch.setattr(run_module, "cpu_tensor_peak_bytes", measure)
+    result = train(cell("llama", "sgd", "standard", steps=1, batch_size=2))
+    assert result.status == "ok" and result.summary["cpu_tensor_peak_bytes"] == 1
+    assert alive == [0]
+    result, model = run_module.train_model(cell("llama", "sgd", "standard", steps=1, batch_size=2))
+    assert alive[1] > 0 and isinstance(model, PreTrainedModel)  # a notebook keeps its model (and its inner one)

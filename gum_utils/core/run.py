@@ -8,6 +8,7 @@ that state (for a notebook's look at what it learned). So a notebook or the grid
 beyond the parameters. A rank that fails writes its own result and exits, which ends the launch.
 """
 
+import gc
 import json
 import os
 import subprocess
@@ -25,12 +26,14 @@ from .trainer import train_in_process
 
 
 def train(config: RunConfig) -> RunResult:
-    """Train one cell of the grid and return what it measured; never raises for diverged/oom/error."""
-    return train_model(config)[0]
+    """Train one cell of the grid and return what it measured; never raises for diverged/oom/error.
+    The trained model is released before the reference measurement builds a model of its own, so a
+    paper-size model on a CPU is never held twice (two 1.24B Llamas with gradients did not fit 24 GB)."""
+    return train_model(config, keep_model=False)[0]
 
 
-def train_model(config: RunConfig):
-    """As `train`, and also return the trained model (None if it could not be built).
+def train_model(config: RunConfig, keep_model: bool = True):
+    """As `train`, and also return the trained model (None if it could not be built, or `keep_model` False).
 
     A multi-process config in a plain process is launched with torchrun; the model returned
     then is a fresh one holding the full state rank 0 saved. Inside a rank, the model is
@@ -39,6 +42,9 @@ def train_model(config: RunConfig):
     if config.world_size > 1 and not distributed.launched_as_rank():
         return launch(config)
     result, model = train_in_process(config)
+    if not keep_model:
+        model = None
+        gc.collect()  # the run's own references (its optimizer, its step's closures) form cycles
     # The planner's prediction beside the measured peaks, and on the CPU the peak of live tensor bytes
     # (the profiler's allocator events): both taken after training, so timed steps see neither, and
     # once per configuration (cached on disk).
