@@ -221,6 +221,17 @@ def test_an_interactive_run_that_ends_in_error_fails_with_the_whole_message_but_
     assert result.status == "error" and RunResult.from_json(tmp_path / "g.json").cell_key == "k"
 
 
+def test_a_result_folder_that_refuses_writes_is_said_before_training(tmp_path, monkeypatch):
+    from gum_utils.core import run as train_module
+    from gum_utils.study import notebook
+
+    monkeypatch.setattr(train_module, "train_model", lambda config: pytest.fail("trained before the check"))
+    (tmp_path / "a-file").write_text("")  # a folder under a file: unwritable even for root
+    with pytest.raises(notebook.ResultNotWritable, match=r"a-file/interactive: the run's result cannot be written there \(Not a "
+                                                          r"directory\); nothing was trained"):
+        notebook.run(RunConfig(arch="vit"), tmp_path / "a-file" / "interactive" / "r.json")
+
+
 def test_interactive_results_go_under_the_checkout_and_do_not_overwrite_each_other(tmp_path, monkeypatch):
     from pathlib import Path
 

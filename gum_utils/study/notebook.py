@@ -6,6 +6,7 @@ architecture's own look is here, once.
 
 import dataclasses
 import datetime
+import tempfile
 import types
 from pathlib import Path
 
@@ -75,12 +76,29 @@ class RunFailed(RuntimeError):
     """An interactive run ended in `error`: the notebook stops here, with the whole message."""
 
 
+class ResultNotWritable(OSError):
+    """The run's result could not be written where it goes: said before training, not after it."""
+
+
+def check_writable(result_path: Path) -> None:
+    """Write and remove a scratch file beside the result, so training is not lost to a folder that refuses it."""
+    folder = Path(result_path).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable-"):
+            pass
+    except OSError as error:
+        raise ResultNotWritable(f"{folder}: the run's result cannot be written there ({error.strerror or error}); "
+                                "nothing was trained: pass result_path= a file in a writable folder") from None
+
+
 def run(config, result_path: Path, cell_key: str | None = None):
     """Train, write the result file, and return (result, trained model) for the notebook's look.
 
     Run by hand (no cell key), a run that ends in `error` then fails the notebook, so papermill
     or Jupyter shows the failure; under the grid the result records it and the grid goes on.
     """
+    check_writable(result_path)
     _quiet_progress_bars()
     from ..core.run import train_model  # torch loads here, when a notebook trains
 
