@@ -248,3 +248,14 @@ def test_a_failed_build_keeps_the_last_good_book_and_a_good_one_replaces_it(tmp_
     assert book.build_html(tmp_path, tmp_path) == html / "index.html"
     assert [p.name for p in html.iterdir()] == ["index.html"] and (html / "index.html").read_text() == "new"
     assert sorted(p.name for p in (tmp_path / "_build").iterdir()) == ["build.log", "html"]  # no staging left
+
+
+def test_a_failed_analysis_notebook_is_reported_without_terminal_colour_codes(tmp_path, monkeypatch):
+    import papermill
+
+    coloured = "\x1b[0;31mKeyError\x1b[0m: \x1b[1;32m'step'\x1b[0m"
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: (_ for _ in ()).throw(RuntimeError(coloured)))
+    chapter = book.Chapter("overview", "report/cpu/overview", {}, {})
+    with pytest.raises(book.BookError) as raised:
+        book.execute_chapter(chapter, tmp_path)
+    assert "RuntimeError: KeyError: 'step'" in str(raised.value) and "\x1b" not in str(raised.value)

@@ -15,6 +15,7 @@ The grid executed the run notebooks already, so the build only renders. Imports 
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -205,9 +206,18 @@ def execute_chapter(chapter: Chapter, book_dir: Path) -> Path:
                                        start_timeout=kernels.KERNEL_START_TIMEOUT_S)
     except Exception as error:  # the executed notebook keeps the traceback; say where it is
         raise BookError(f"{template.name} failed for {chapter.page}: {type(error).__name__}: "
-                        f"{str(error)[-1500:]}\n(the executed notebook with the traceback: {output})") from None
+                        f"{without_colours(str(error))[-1500:]}\n(the executed notebook with the traceback: "
+                        f"{output})") from None
     finish_notebook(output, chapter.placeholders)
     return output
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def without_colours(text: str) -> str:
+    """A kernel's traceback is coloured for a terminal; in a message or a log its codes are noise."""
+    return ANSI_ESCAPE.sub("", text)
 
 
 @contextmanager
