@@ -1,7 +1,7 @@
 """What recording the planner's prediction (and the CPU tensor peak) beside each run costs the cpu grid.
 
-Each distinct memory configuration is traced and measured once (`core.plan.planned_peak_bytes`,
-`core.plan.cpu_tensor_peak_bytes`, then read from the cache); every cell of that configuration
+Each distinct memory configuration is traced and measured once (`planner.record.planned_peak_bytes`,
+`planner.record.cpu_tensor_peak_bytes`, then read from the cache); every cell of that configuration
 trains. In one process, interleaved per configuration (trace and measure in a fresh cache, then
 train one cell with the cache off; medians of the rounds), the one-off costs are spread over the
 grid's cells per configuration (the profile's shared and sweep cells over its distinct memory
@@ -18,10 +18,10 @@ import tempfile
 import time
 
 from gum_utils.archs import ARCHITECTURES
-from gum_utils.core import plan
 from gum_utils.core.config import RunConfig
 from gum_utils.core.run import train
 from gum_utils.core.strategies import STRATEGIES
+from gum_utils.planner import cache, record, trace
 from gum_utils.study.profiles import cells, profile, sweep_cells
 
 
@@ -33,14 +33,14 @@ def timed(work) -> float:
 
 def one_off_costs(config: RunConfig) -> tuple[float, float]:
     """Seconds to trace the plan, then to measure the tensor peak, of a configuration the cache has not seen."""
-    with tempfile.TemporaryDirectory() as cache:
-        os.environ[plan.PLAN_CACHE_VARIABLE] = cache
-        plan._PLANS.clear()
-        return timed(lambda: plan.planned_peak_bytes(config)), timed(lambda: plan.cpu_tensor_peak_bytes(config))
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ[cache.PLAN_CACHE_VARIABLE] = folder
+        trace._PLANS.clear()
+        return timed(lambda: record.planned_peak_bytes(config)), timed(lambda: record.cpu_tensor_peak_bytes(config))
 
 
 def training_cost(config: RunConfig) -> float:
-    os.environ[plan.PLAN_CACHE_VARIABLE] = "off"
+    os.environ[cache.PLAN_CACHE_VARIABLE] = "off"
     return timed(lambda: train(config))
 
 

@@ -7,8 +7,10 @@ The package in layers; each imports only those above it in this list:
     archs/       one file per architecture: configs, embedded and hub data, learning rates, its look
     optim/       the optimizer registry and our CGD
     core/        one run: RunConfig, strategies, the trainer, distributed runs, measurement
-    study/       profiles, the grid on Dask, tuning, run paths, the notebooks' helpers
-    plan.py      the memory planner's command line (core/plan.py is the planner)
+    planner/     will a step fit: the trace, its reference measurement, the budget search, the cache,
+                 a reader's own config.json
+    study/       profiles, the grid on Dask, tuning, run paths, the notebooks' helpers (records a run's plan)
+    plan.py      the memory planner's command line (over planner/ and the report's measured time costs)
     report/      tables, statistics, claims, figures, the book (imports neither torch nor Dask)
 
 The names of the grid's axes, derived from the registries. Importing the package is cheap:

@@ -1,4 +1,4 @@
-"""`python -m gum_utils.plan`: will a training step fit? The command line over `gum_utils.core.plan`.
+"""`python -m gum_utils.plan`: will a training step fit? The command line over `gum_utils.planner`.
 
     python -m gum_utils.plan --arch llama --size paper --optimizer adam --strategy accumulation \\
         --batch-size 32 --micro-batch-size 4 [--seq-len 1024] [--dtype bfloat16] [--device cpu] \\
@@ -78,19 +78,19 @@ def check_text_options(args, arch: str) -> None:
 
 def run_cli(args, budget: int | None) -> dict:
     """The plan of the command line's run, and with a budget what fits, as one dict."""
-    from .core import plan as core
     from .core.strategies import STRATEGIES
+    from .planner import search, trace
 
     run = run_options(args)
     if args.model_config:
-        from .core.model_config import plan_model_config
+        from .planner.model_config import plan_model_config
 
         step = args.step or "trainer"
         config, template, make = plan_model_config(args.model_config, args.seq_len or 512, args.padded, step, **run)
         check_text_options(args, config.arch)
     else:  # the study's model: its plans are cached, and its data gives the batch
         config, template, make = RunConfig(arch=args.arch, size=args.size, **run), None, None
-    result = core.plan(config, seq_len=args.seq_len, template=template, make_model=make).to_dict()
+    result = trace.plan(config, seq_len=args.seq_len, template=template, make_model=make).to_dict()
     if args.model_config:
         result["step"] = step
         result["notes"].append("planned for " + ("a transformers Trainer step (the loss from the model's labels "
@@ -98,7 +98,7 @@ def run_cli(args, budget: int | None) -> dict:
     if budget is None:
         return result
     result.update(budget_bytes=budget, fits=result["peak_bytes"] <= budget)
-    searches = {name: core.largest_micro_batch(config, budget, name, template, make, args.seq_len)
+    searches = {name: search.largest_micro_batch(config, budget, name, template, make, args.seq_len)
                 for name in STRATEGIES}
     result["largest_micro_batch"] = {name: found["largest_micro_batch"] for name, found in searches.items()}
     for name, found in searches.items():
@@ -106,7 +106,7 @@ def run_cli(args, budget: int | None) -> dict:
                                                              args.results, "gpu" if args.device == "cuda" else "cpu")
     result["strategies"] = searches
     if not any(found["largest_micro_batch"] for found in searches.values()):
-        result["what_would_fit"] = core.what_would_fit(config, budget, args.seq_len, template, make)
+        result["what_would_fit"] = search.what_would_fit(config, budget, args.seq_len, template, make)
     return result
 
 

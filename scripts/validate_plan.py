@@ -1,4 +1,4 @@
-"""Predicted (gum_utils.core.plan) against measured (profiler allocator events) peaks on the CPU.
+"""Predicted (gum_utils.planner.trace) against measured (profiler allocator events) peaks on the CPU.
 
 Every architecture x optimizer x strategy at the tiny size and two micro-batch sizes; prints one
 JSON line per case and a summary (worst relative error, quantiles). Usage:
@@ -12,7 +12,8 @@ import time
 
 from gum_utils import ARCHITECTURES, OPTIMIZERS, STRATEGIES
 from gum_utils.core.config import RunConfig
-from gum_utils.core.plan import measured_peak, plan
+from gum_utils.planner.reference import measured_peak
+from gum_utils.planner.trace import plan
 
 ACCUMULATED_BATCH = 16  # accumulation's batch; standard and checkpointing take the micro-batch as their batch
 

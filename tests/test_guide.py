@@ -105,7 +105,7 @@ def test_a_missing_guide_says_how_to_make_it(tmp_path):
 
 
 def test_the_guide_traces_each_configuration_once_and_reads_the_cache_after(tmp_path, monkeypatch):
-    from gum_utils.core import plan as planner
+    from gum_utils.planner import trace as planner
 
     monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path))
     todo = planning.tasks(archs=("llama",), optimizers=("adam",), size="tiny")

@@ -19,10 +19,11 @@ ALLOWED = {
     "archs": BASE,
     "optim": BASE,
     "core": BASE | {"archs", "optim"},
-    "study": BASE | {"archs", "optim", "core"},
-    "report": BASE | {"archs", "optim", "core", "study"},
+    "planner": BASE | {"archs", "optim", "core"},
+    "study": BASE | {"archs", "optim", "core", "planner"},
+    "report": BASE | {"archs", "optim", "core", "planner", "study"},
     # the planner's command line (gum_utils/plan.py), on top: it reads measured time costs through the report
-    "plan": BASE | {"archs", "optim", "core", "study", "report"},
+    "plan": BASE | {"archs", "optim", "core", "planner", "study", "report"},
 }
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gum_utils.core import plan as planner
-from gum_utils.core.model_config import ModelConfigError, load_model_config, plan_model_config
+from gum_utils.planner import trace as planner
+from gum_utils.planner.model_config import ModelConfigError, load_model_config, plan_model_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,7 +148,7 @@ def test_a_readers_step_and_batch_are_planned_as_they_are_fed(tmp_path):
             mask[:, -10:] = 0
         return {"input_ids": ids, "attention_mask": mask, "labels": ids.clone()}
 
-    from gum_utils.core.model_config import labels_path_loss
+    from gum_utils.planner.model_config import labels_path_loss
     from gum_utils.core.trainer import summed_loss
 
     found = {}

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gum_utils.core import plan as planner
+from gum_utils.planner import trace as planner
+from gum_utils.planner import record
 from gum_utils.core.config import RunConfig
 from gum_utils.core.run import train
 from gum_utils.core.strategies import ALL_STRATEGIES, STRATEGIES
@@ -46,7 +47,7 @@ def test_the_planner_refuses_offload_in_one_line_and_a_run_records_no_plan():
     config = RunConfig(arch="llama", optimizer="adam", strategy="offload", batch_size=2)
     with pytest.raises(ValueError, match="strategy 'offload': activation offloading .* it is not planned"):
         planner.plan(config)
-    assert planner.planned_peak_bytes(config) is None  # the run stands; its plan is missing
+    assert record.planned_peak_bytes(config) is None  # the run stands; its plan is missing
     done = subprocess.run([sys.executable, "-m", "gum_utils.plan", "--strategy", "offload", "--batch-size", "2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith("it is not planned")

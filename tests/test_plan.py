@@ -12,10 +12,12 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from gum_utils import plan as command
 from gum_utils.archs import architecture
 from gum_utils.core import measure
-from gum_utils.core import plan as planner
+from gum_utils.planner import trace as planner
+from gum_utils.planner import reference
+from gum_utils.planner import search
 from gum_utils.core.config import RunConfig
 from gum_utils.core.memory_sizes import gpu_memory, parse_memory
-from gum_utils.core.model_config import load_model_config, plan_model_config
+from gum_utils.planner.model_config import load_model_config, plan_model_config
 from gum_utils.core.trainer import forward_backward
 
 
@@ -103,7 +105,7 @@ def test_largest_micro_batch_for_a_budget_between_two_points_is_the_lower_one():
     config = _config(strategy="standard")
     at1, at2 = (planner.plan(config, micro).peak_bytes for micro in (1, 2))
     assert at1 < at2
-    found = planner.largest_micro_batch(config, (at1 + at2) // 2)
+    found = search.largest_micro_batch(config, (at1 + at2) // 2)
     assert found == {"strategy": "standard", "largest_micro_batch": 1, "fits": False}
 
 
@@ -114,13 +116,13 @@ def test_largest_fitting_traces_few_points_on_a_line_and_ends_on_a_curve():
         traced.append(m)
         return 1000 + 37 * m
 
-    assert planner.largest_fitting(line, 1000 + 37 * 20 + 5, 64) == 20
+    assert search.largest_fitting(line, 1000 + 37 * 20 + 5, 64) == 20
     assert traced == [1, 2, 20, 21]
     traced.clear()
-    assert planner.largest_fitting(line, 10**6, 64) == 64 and traced == [1, 2, 64]
-    assert planner.largest_fitting(lambda m: 1000 + m * m, 1400, 64) == 20
-    assert planner.largest_fitting(lambda m: 1000 + m, 999, 64) is None
-    assert planner.largest_fitting(lambda m: 1000 + m, 10**6, 64) == 64
+    assert search.largest_fitting(line, 10**6, 64) == 64 and traced == [1, 2, 64]
+    assert search.largest_fitting(lambda m: 1000 + m * m, 1400, 64) == 20
+    assert search.largest_fitting(lambda m: 1000 + m, 999, 64) is None
+    assert search.largest_fitting(lambda m: 1000 + m, 10**6, 64) == 64
 
 
 def test_a_plan_is_traced_once_per_configuration_and_returned_as_a_copy():
@@ -133,7 +135,7 @@ def test_a_plan_is_traced_once_per_configuration_and_returned_as_a_copy():
 @pytest.mark.parametrize("arch", ["vit", "modernbert", "llama", "nanovlm"])
 def test_prediction_is_within_10_percent_of_the_measured_cpu_peak(arch):
     config = RunConfig(arch=arch, optimizer="adam", strategy="standard", batch_size=2)
-    predicted, measured = planner.plan(config).peak_bytes, planner.measured_peak(config)
+    predicted, measured = planner.plan(config).peak_bytes, reference.measured_peak(config)
     assert abs(predicted / measured - 1) < 0.10
 
 
@@ -145,19 +147,19 @@ def test_cgd_with_a_line_search_is_measured_as_configured_and_holds_no_extra_cop
     config = _config(arch=arch, optimizer="cgd", optimizer_options={"line_search": line_search})
     model, optimizer = planner._build(config, lambda: architecture(arch).build_model("tiny"))
     assert optimizer.param_groups[0]["line_search"] == line_search
-    predicted, measured = planner.plan(config).peak_bytes, planner.measured_peak(config)
+    predicted, measured = planner.plan(config).peak_bytes, reference.measured_peak(config)
     assert 0 <= measured - predicted <= 64
 
 
-@pytest.mark.parametrize("arch, short_by", [("vit", (0.02, 0.07)), ("llama", (0.0, 0.001))])
+@pytest.mark.parametrize("arch, short_by", [("vit", (0.0, 0.07)), ("llama", (0.0, 0.001))])
 def test_bfloat16_on_a_cpu_is_short_by_what_its_note_says(arch, short_by):
-    """The note's figures against the profiler's real step: ViT's bfloat16 step holds CPU matmul scratch
-    the trace cannot see; Llama's is within 0.1 %. A planner that learns the scratch fails this (and the note
-    changes with it)."""
+    """The note's figures against the profiler's real step: ViT's bfloat16 step may hold CPU matmul scratch
+    the trace cannot see (6.0 % on one of this project's CPUs, 0.08 % on another, without AVX-512); Llama's
+    is within 0.1 %. Never above the real step."""
     config = RunConfig(arch=arch, optimizer="sgd", strategy="checkpointing", batch_size=16, dtype="bfloat16",
                        device="cpu")
     found = planner.plan(config)
-    short = 1 - found.peak_bytes / planner.measured_peak(config)
+    short = 1 - found.peak_bytes / reference.measured_peak(config)
     assert short_by[0] <= short <= short_by[1], short
     assert planner.BFLOAT16_CPU_NOTE in found.notes
     assert planner.BFLOAT16_CPU_NOTE not in planner.plan(RunConfig(arch=arch, batch_size=16, device="cpu")).notes

@@ -5,8 +5,9 @@ import types
 
 import pytest
 
-from gum_utils.core import plan as planner
-from gum_utils.core import plan_cache
+from gum_utils.planner import trace as planner
+from gum_utils.planner import record
+from gum_utils.planner import cache as plan_cache
 from gum_utils.core.config import RunConfig
 
 CONFIG = RunConfig("llama", optimizer="sgd", steps=1, batch_size=2, device="cpu")
@@ -24,21 +25,21 @@ def traced(monkeypatch):
                                      b'{"peak_bytes": -5}', b'{"peak_bytes": true}', b"\xff\xfe", b""])
 def test_a_bad_entry_is_named_once_ignored_and_rewritten(tmp_path, monkeypatch, capsys, traced, content):
     monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path))
-    entry = planner._cache_file(CONFIG, "peak_bytes")
+    entry = record._cache_file(CONFIG, "peak_bytes")
     entry.write_bytes(content)
-    assert planner.planned_peak_bytes(CONFIG) == 123 and len(traced) == 1
+    assert record.planned_peak_bytes(CONFIG) == 123 and len(traced) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"warning: plan cache entry {entry} ") \
         and err.rstrip().endswith("ignored, traced again and rewritten"), err
-    assert planner.cached_peak_bytes(CONFIG) == 123  # rewritten whole
-    assert planner.planned_peak_bytes(CONFIG) == 123 and len(traced) == 1  # read, not traced again
+    assert record.cached_peak_bytes(CONFIG) == 123  # rewritten whole
+    assert record.planned_peak_bytes(CONFIG) == 123 and len(traced) == 1  # read, not traced again
     assert capsys.readouterr().err == ""
 
 
 def test_a_bad_entry_read_for_the_guide_is_named_and_counts_as_not_planned(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path))
-    planner._cache_file(CONFIG, "peak_bytes").write_text("null")
-    assert planner.cached_peak_bytes(CONFIG) is None
+    record._cache_file(CONFIG, "peak_bytes").write_text("null")
+    assert record.cached_peak_bytes(CONFIG) is None
     assert "holds no peak_bytes count (found null)" in capsys.readouterr().err
 
 
@@ -53,7 +54,7 @@ def test_an_unwritable_cache_folder_means_traced_not_stored_said_once(tmp_path, 
     for variable in ("GUM_PLAN_CACHE", "XDG_CACHE_HOME"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv(where, str(_not_a_folder(tmp_path)))
-    assert [planner.planned_peak_bytes(CONFIG) for _ in range(3)] == [123] * 3 and len(traced) == 3
+    assert [record.planned_peak_bytes(CONFIG) for _ in range(3)] == [123] * 3 and len(traced) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is not writable (Not a directory): plans are traced and not stored" in err, err
     assert plan_cache.folder_problem() == err.removeprefix("warning: ").rstrip("\n")  # the grid's line
@@ -66,7 +67,7 @@ def test_a_read_only_file_system_means_traced_not_stored(tmp_path, monkeypatch, 
 
     monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path / "ro"))
     monkeypatch.setattr(plan_cache, "write_atomically", read_only)
-    assert planner.planned_peak_bytes(CONFIG) == 123 and planner.planned_peak_bytes(CONFIG) == 123
+    assert record.planned_peak_bytes(CONFIG) == 123 and record.planned_peak_bytes(CONFIG) == 123
     err = capsys.readouterr().err
     assert err == (f"warning: plan cache folder {tmp_path / 'ro'} is not writable (Read-only file system): plans are "
                    "traced and not stored (set GUM_PLAN_CACHE to a writable folder, or to off)\n")

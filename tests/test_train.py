@@ -41,7 +41,6 @@ def test_records_summary_and_breakdown_are_filled():
     # where the run's time went besides its steps (benchmarks/grid_time.py reads these)
     parts = [summary[key] for key in ("train_time_s", "eval_s", "setup_s")]
     assert all(part > 0 for part in parts) and sum(parts) <= summary["total_time_s"]
-    assert summary["plan_s"] >= 0 and summary["tensor_peak_s"] >= 0
     memory = result.memory
     assert memory["optimizer_state"] >= 2 * memory["params"] and memory["grads"] == memory["params"]
     assert memory["activations"] > 0
@@ -266,33 +265,42 @@ def test_the_final_evaluation_also_scores_the_test_half():
 
 
 def test_a_run_records_the_planned_and_the_measured_tensor_peak_once_per_configuration(tmp_path, monkeypatch):
-    from gum_utils.core import plan as planner
+    """The study records them (a notebook's run, as the grid's cells do); the training core calls no planner."""
+    from gum_utils.planner import record, reference
+    from gum_utils.planner import trace as planner
+    from gum_utils.study import notebook
 
     monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path))
     config = cell("llama", "sgd", "standard", steps=1, batch_size=2, seed=3)
-    first = train(config)
+    assert "planned_peak_bytes" not in train(config).summary
+    first = notebook.run(config, tmp_path / "runs" / "first.json", cell_key="k")[0]
     planned, measured = first.summary["planned_peak_bytes"], first.summary["cpu_tensor_peak_bytes"]
     assert planned == planner.plan(config).peak_bytes > 0
-    assert measured == planner.measured_peak(cell("llama", "sgd", "standard", batch_size=2))  # the key's seed
+    assert measured == reference.measured_peak(cell("llama", "sgd", "standard", batch_size=2))  # the key's seed
     assert abs(planned - measured) <= 0.01 * measured  # two instruments, one step
+    assert first.summary["plan_s"] > 0 and first.summary["tensor_peak_s"] > 0
+    assert RunResult.from_json(tmp_path / "runs" / "first.json").summary["planned_peak_bytes"] == planned
     assert len(list(tmp_path.glob("*.json"))) == 2
     monkeypatch.setattr(planner, "plan", lambda *a, **k: pytest.fail("traced again"))
-    monkeypatch.setattr(planner, "measured_peak", lambda *a, **k: pytest.fail("measured again"))
-    again = train(cell("llama", "sgd", "standard", steps=2, batch_size=2, seed=1))  # the same memory
+    monkeypatch.setattr(reference, "measured_peak", lambda *a, **k: pytest.fail("measured again"))
+    again = notebook.run(cell("llama", "sgd", "standard", steps=2, batch_size=2, seed=1),  # the same memory
+                         tmp_path / "runs" / "again.json", cell_key="k")[0]
     assert (again.summary["planned_peak_bytes"], again.summary["cpu_tensor_peak_bytes"]) == (planned, measured)
-    assert planner.planned_peak_bytes(cell("llama", "sgd", "standard", batch_size=2, world_size=2)) is None
-    assert planner.cpu_tensor_peak_bytes(cell("llama", "sgd", "standard", batch_size=2, device="cuda")) is None
+    assert record.planned_peak_bytes(cell("llama", "sgd", "standard", batch_size=2, world_size=2)) is None
+    assert record.cpu_tensor_peak_bytes(cell("llama", "sgd", "standard", batch_size=2, device="cuda")) is None
     monkeypatch.setenv("GUM_PLAN_CACHE", "off")
-    assert planner.planned_peak_bytes(config) is None and planner.cpu_tensor_peak_bytes(config) is None
+    assert record.planned_peak_bytes(config) is None and record.cpu_tensor_peak_bytes(config) is None
 
 
-def test_train_holds_no_trained_model_while_it_measures_the_reference_step(tmp_path, monkeypatch):
+def test_gpu_check_holds_no_trained_model_while_it_measures_the_reference_step(tmp_path, monkeypatch):
     """make paper-smoke's Llama was killed at 23.6 GB resident on a 24 GB machine: the trained model
     (weights and gradients) was still held while the reference measurement built and stepped a second."""
     import gc
 
-    from gum_utils.core import run as run_module
     from transformers import PreTrainedModel
+
+    from gum_utils.planner import record
+    from gum_utils.study import gpu_check
 
     monkeypatch.setenv("GUM_PLAN_CACHE", str(tmp_path))
     alive = []
@@ -302,9 +310,7 @@ def test_train_holds_no_trained_model_while_it_measures_the_reference_step(tmp_p
         alive.append(sum(isinstance(thing, PreTrainedModel) for thing in gc.get_objects()))
         return 1
 
-    monkeypatch.setattr(run_module, "cpu_tensor_peak_bytes", measure)
-    result = train(cell("llama", "sgd", "standard", steps=1, batch_size=2))
-    assert result.status == "ok" and result.summary["cpu_tensor_peak_bytes"] == 1
-    assert alive == [0]
-    result, model = run_module.train_model(cell("llama", "sgd", "standard", steps=1, batch_size=2))
-    assert alive[1] > 0 and isinstance(model, PreTrainedModel)  # a notebook keeps its model (and its inner one)
+    monkeypatch.setattr(record, "cpu_tensor_peak_bytes", measure)
+    rows = gpu_check.run_check([cell("llama", "sgd", "standard", steps=1, batch_size=2, device="cpu")],
+                               echo=lambda *a, **k: None)
+    assert rows[0]["status"] == "ok" and rows[0]["planned_peak_bytes"] > 0 and alive == [0]

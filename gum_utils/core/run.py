@@ -14,26 +14,27 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from ..archs import architecture
 from . import distributed
 from .config import RunConfig
-from .plan import cpu_tensor_peak_bytes, planned_peak_bytes
 from .results import RunResult
 from .trainer import train_in_process
 
 
 def train(config: RunConfig) -> RunResult:
     """Train one cell of the grid and return what it measured; never raises for diverged/oom/error.
-    The trained model is released before the reference measurement builds a model of its own, so a
-    paper-size model on a CPU is never held twice (two 1.24B Llamas with gradients did not fit 24 GB)."""
-    return train_model(config, keep_model=False)[0]
+    The trained model is released before this returns, cycles included, so what a caller does next
+    (gpu_check's reference measurement builds a model of its own) never holds a paper-size model twice."""
+    result, model = train_model(config)
+    del model
+    gc.collect()  # the run's own references (its optimizer, its step's closures) form cycles
+    return result
 
 
-def train_model(config: RunConfig, keep_model: bool = True):
-    """As `train`, and also return the trained model (None if it could not be built, or `keep_model` False).
+def train_model(config: RunConfig):
+    """As `train`, and also return the trained model (None if it could not be built).
 
     A multi-process config in a plain process is launched with torchrun; the model returned
     then is a fresh one holding the full state rank 0 saved. Inside a rank, the model is
@@ -41,19 +42,7 @@ def train_model(config: RunConfig, keep_model: bool = True):
     """
     if config.world_size > 1 and not distributed.launched_as_rank():
         return launch(config)
-    result, model = train_in_process(config)
-    if not keep_model:
-        model = None
-        gc.collect()  # the run's own references (its optimizer, its step's closures) form cycles
-    # The planner's prediction beside the measured peaks, and on the CPU the peak of live tensor bytes
-    # (the profiler's allocator events): both taken after training, so timed steps see neither, and
-    # once per configuration (cached on disk).
-    started = time.perf_counter()
-    result.summary["planned_peak_bytes"] = planned_peak_bytes(config)
-    planned = time.perf_counter()
-    result.summary["cpu_tensor_peak_bytes"] = cpu_tensor_peak_bytes(config)
-    result.summary.update(plan_s=planned - started, tensor_peak_s=time.perf_counter() - planned)
-    return result, model
+    return train_in_process(config)
 
 CONFIG, RESULT, STATE = "config.json", "result.json", "model.pt"
 OUTPUT_TAIL = 4000  # characters of torchrun's output kept in an error result

@@ -27,6 +27,7 @@ from ..core.results import write_atomically
 from ..core.run import train
 from ..core.strategies import ALL_STRATEGIES, STRATEGIES, strategy as strategy_spec
 from ..core.trainer import resolve_device
+from ..planner.record import references
 from ..optim import OPTIMIZERS, optimizer as optimizer_spec
 
 CHECK_OPTIMIZERS = ("adam", "cgd")  # torch's most used, and the one we wrote
@@ -35,7 +36,7 @@ ACTIVATION_MARGIN_BYTES = 2 * GIB  # rough room for activations at batch 1-8, so
 COLUMNS = [  # (heading, summary key, scale, format)
     ("step ms", "mean_step_time_s", 1e3, "{:.0f}"),
     ("peak GiB", "peak_memory_bytes", 1 / GIB, "{:.1f}"),
-    ("planned GiB", "planned_peak_bytes", 1 / GIB, "{:.1f}"),  # the memory planner's prediction (core/plan.py)
+    ("planned GiB", "planned_peak_bytes", 1 / GIB, "{:.1f}"),  # the memory planner's prediction (planner/trace.py)
     ("data GiB", "device_data_bytes", 1 / GIB, "{:.1f}"),  # the training split, where it lives on the GPU
     ("plan err %", "plan_error_percent", 1, "{:+.1f}"),  # (planned step + data - peak) / peak
     ("util %", "mean_gpu_util_percent", 1, "{:.0f}"),
@@ -128,7 +129,8 @@ def run_check(configs: list[RunConfig], echo=print, out: Path | None = None) -> 
         if reason:
             rows.append(row(config, {}, {}, "skipped", reason))
         else:
-            result = train(config)
+            result = train(config)  # its model released: the reference measurement builds its own
+            result.summary.update(references(config))
             rows.append(row(config, result.summary, result.utilization, result.status, result.error or ""))
         echo(f"[{number}/{len(configs)}] {config.arch} {config.optimizer} {config.strategy}: "
              f"{rows[-1]['status']} in {time.perf_counter() - started:.1f} s", flush=True)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ..archs import ARCHITECTURES
 from ..core.config import DATA_SOURCES, MAX_SEED, PARALLEL, RunConfig, default_lr
-from ..core.plan_cache import folder_problem as plan_cache_problem
+from ..planner.cache import folder_problem as plan_cache_problem
 from ..core.results import ResultFileError, RunResult, notebook_problem, write_temporary
 from ..core.strategies import ALL_STRATEGIES
 from ..optim import STUDY_OPTIMIZERS

@@ -8,8 +8,8 @@ that batch in micro-batches of it), in float32 and in bfloat16 autocast. For Ada
 strategy at micro-batches 1, 2, 4, ... up to the guide's batch (the accumulation run's batch), in
 float32: the points the book draws and from which it reads, for common GPU sizes, what fits.
 Planned for a GPU. Plans are
-cached on disk (core/plan.py), so a second guide reads them; the first traces 176 steps in
-parallel processes, the five optimizers of a shape over one forward and backward (core/plan.py:
+cached on disk (planner/record.py), so a second guide reads them; the first traces 176 steps in
+parallel processes, the five optimizers of a shape over one forward and backward (planner/trace.py:
 plan_optimizers). Written to one JSON file that the report (no torch) reads: book/plans/guide.json.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..archs import ARCHITECTURES
 from ..core.config import RunConfig
-from ..core.plan import cached_peak_bytes, planner_code
+from ..planner.record import cached_peak_bytes, planner_code
 from ..core.results import write_atomically
 from ..core.strategies import STRATEGIES
 from ..optim import STUDY_OPTIMIZERS
@@ -83,7 +83,8 @@ def tasks(archs=ARCHITECTURES, optimizers=STUDY_OPTIMIZERS, profile: str = "pape
 def trace(group: list[dict]) -> list[dict]:
     """The plans of tasks that differ in their optimizer only (one forward and backward traced for
     all, then read from the disk cache where traced before); a plan that fails says why."""
-    from ..core.plan import plan_optimizers, planned_peak_bytes  # noqa: I001
+    from ..planner.record import planned_peak_bytes
+    from ..planner.trace import plan_optimizers
 
     configs = [paper_config(**task) for task in group]
     started = time.perf_counter()

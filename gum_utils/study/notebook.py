@@ -101,8 +101,10 @@ def run(config, result_path: Path, cell_key: str | None = None):
     check_writable(result_path)
     _quiet_progress_bars()
     from ..core.run import train_model  # torch loads here, when a notebook trains
+    from ..planner.record import references
 
     result, model = train_model(config)
+    result.summary.update(references(config))  # the planner's prediction beside what the run measured
     result.cell_key = cell_key
     result.to_json(result_path)
     if cell_key is None and result.status == "error":

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .results import write_atomically
+from ..core.results import write_atomically
 
 PLAN_CACHE_VARIABLE = "GUM_PLAN_CACHE"  # a folder for the runs' plans (default ~/.cache/gum/plans), or "off"
 

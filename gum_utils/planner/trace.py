@@ -3,17 +3,14 @@
 `plan(config)` builds the run's real model, optimizer, strategy and batch shapes as fake
 tensors (`FakeTensorMode`: shapes and dtypes, no storage), gives the optimizer the state a
 first step leaves, and traces the next training step with PyTorch's own `MemTracker`: its
-peak of live tensor bytes and what was live at that peak. `measured_peak` runs two steps for
-real on the CPU and reads the peak from the profiler's allocator events, an instrument
-independent of the tracker, to check it. The command line is `python -m gum_utils.plan`.
+peak of live tensor bytes and what was live at that peak. `planner.reference.measured_peak`
+runs the same steps for real, an instrument independent of the tracker, to check it.
 """
 
 import functools
-import hashlib
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
@@ -21,15 +18,12 @@ from torch.distributed._tools.mem_tracker import _TOTAL_KEY, MemTracker, _MemRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..archs import architecture
-from ..archs.base import DataShape, for_training
-from ..optim import OPTIMIZERS, build_optimizer, optimizer as optimizer_spec
-from . import measure
-from .code_digest import code_digest
-from .plan_cache import PLAN_CACHE_VARIABLE, cache_folder, cache_off, read_entry, store_entry  # noqa: F401 (the variable: for callers)
-from .batches import BatchStream
-from .config import RunConfig
-from .strategies import strategy as strategy_spec
-from .trainer import forward_backward, precision_context, summed_loss
+from ..archs.base import DataShape
+from ..core.batches import BatchStream
+from ..core.config import RunConfig
+from ..core.strategies import strategy as strategy_spec
+from ..core.trainer import forward_backward, precision_context, summed_loss
+from ..optim import build_optimizer, optimizer as optimizer_spec
 
 BREAKDOWN_KEYS = ("params", "grads", "optimizer_state", "activations", "temporaries")
 # MemTracker's kinds of memory, in the breakdown's terms. The batch (tracked as "other")
@@ -390,9 +384,9 @@ def _traced_plans(configs: list, micro_batch_size, seq_len, template, make_model
 
 # Measured (tests/test_plan.py), not modelled: on a CPU, bfloat16 autocast's matmul backward
 # (aten::mm inside AddmmBackward0) allocates scratch no op-level trace sees. Not measured on a GPU yet.
-BFLOAT16_CPU_NOTE = ("bfloat16 on a CPU: the matmul backward allocates scratch no op-level trace sees; "
-                     "measured 2-6 % above the plan on ViT, within 0.1 % on Llama and ModernBERT; not yet measured "
-                     "on a GPU")
+BFLOAT16_CPU_NOTE = ("bfloat16 on a CPU: the matmul backward may allocate scratch no op-level trace sees, "
+                     "depending on the CPU's kernels; measured up to 6 % above the plan on ViT (0.1 % on another "
+                     "CPU), within 0.1 % on Llama and ModernBERT; not yet measured on a GPU")
 
 
 def _plan_of(config: RunConfig, micro: int, count: int, snapshot: dict, after: dict) -> Plan:
@@ -404,201 +398,3 @@ def _plan_of(config: RunConfig, micro: int, count: int, snapshot: dict, after: d
         notes.append(BFLOAT16_CPU_NOTE)
     breakdown = _breakdown(snapshot)
     return Plan(sum(breakdown.values()), breakdown, micro, count, state, notes)
-
-
-# ----------------------------------------------------------------------- the check
-
-def measured_peak(config: RunConfig, seq_len: int | None = None, device: str = "cpu") -> int:
-    """The peak of live tensor bytes of the same two steps, run for real: model, optimizer
-    and the step's micro-batches are made inside the measurement (the data split is not).
-
-    On the CPU both steps run under the profiler (a tensor made before it started would be freed
-    unseen); on a GPU the peak is `torch.cuda.max_memory_allocated` above what was allocated before."""
-    micro, _ = _micro_batching(config, None)
-    stream = BatchStream(architecture(config.arch), "train", data_shape(config, seq_len), config.rank_batch_size,
-                         config.seed)
-    batch, items = next(stream), stream.last_counts[0]
-    where = torch.device(device)
-    precision = precision_context(where, config.dtype)
-
-    def two_steps():
-        torch.manual_seed(config.seed)
-        with where:
-            model, optimizer = _build(config, lambda: architecture(config.arch).build_model(config.size))
-        micros = [{key: value.to(where) for key, value in micro.items()}
-                  for micro in strategy_spec("accumulation").micro_batches(batch, micro)]  # own storage each
-        for _ in range(2):
-            _closure_step(model, optimizer, micros, items, precision)
-
-    return measure.tensor_peak_bytes(two_steps) if where.type == "cpu" else _cuda_peak_bytes(two_steps, where)
-
-
-def _cuda_peak_bytes(fn, device) -> int:
-    torch.cuda.synchronize(device)
-    before = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    fn()
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - before
-
-
-def _closure_step(model, optimizer, micros, items, precision):
-    def closure():
-        optimizer.zero_grad(set_to_none=True)
-        return forward_backward(model, micros, items, precision)
-    return optimizer.step(closure)
-
-
-# --------------------------------------------------------------------- budget search
-
-def _strategy_config(config: RunConfig, strategy: str) -> RunConfig | None:
-    """`config` under another strategy, at its batch (accumulation needs a batch of 2 or more)."""
-    values = dict(config.to_dict(), strategy=strategy, micro_batch_size=None)
-    if strategy == "accumulation":
-        if config.rank_batch_size < 2:
-            return None
-        values["micro_batch_size"] = 1  # any valid one: the search sets the micro-batch
-    return RunConfig.from_dict(values)
-
-
-def largest_fitting(peak, budget_bytes: int, upper: int) -> int | None:
-    """The largest m in [1, upper] with peak(m) <= budget (peak rising with m), or None.
-
-    The next probe is where the line through the two nearest traced points meets the budget
-    (activations grow linearly with the micro-batch, so it usually lands at once), or the
-    bracket's middle where that line points past it; every probe shrinks the bracket.
-    """
-    points = {1: peak(1)}
-    if points[1] > budget_bytes:
-        return None
-    low, high = 1, upper + 1  # low fits; high does not, or lies past the range
-    while high - low > 1:
-        probe = _probe(points, low, high, budget_bytes)
-        points[probe] = peak(probe)
-        if points[probe] <= budget_bytes:
-            low = probe
-        else:
-            high = probe
-    return low
-
-
-def _probe(points: dict, low: int, high: int, budget: int) -> int:
-    others = [m for m in points if m != low]
-    if not others:
-        return low + 1
-    other = min(others, key=lambda m: abs(m - low))
-    slope = (points[other] - points[low]) / (other - low)
-    guess = low + int((budget - points[low]) // slope) if slope > 0 else high
-    if guess < high:
-        return max(guess, low + 1)
-    # Past the bracket: try the top of the range once (all may fit), else halve the bracket
-    # (the line misleads on a curve bending up).
-    return high - 1 if high - 1 not in points and high - 1 == max(high - 1, *points) else (low + high) // 2
-
-
-def largest_micro_batch(config: RunConfig, budget_bytes: int, strategy: str | None = None,
-                        template: BatchTemplate | None = None, make_model=None, seq_len: int | None = None) -> dict:
-    """Per strategy: the largest micro-batch (at most the requested batch) whose step fits the budget.
-
-    Standard and checkpointing take their micro-batch as the whole batch: `fits` says whether the
-    requested batch does. Accumulation reaches the batch in `accumulation_steps` micro-batches of
-    `micro_batch_size`, the largest divisor of the batch that fits.
-    """
-    name = strategy or config.strategy
-    variant = _strategy_config(config, name)
-    batch = config.rank_batch_size
-    if variant is None:
-        return {"strategy": name, "largest_micro_batch": None, "fits": False, "reason": "batch of 1"}
-    def peak(micro):
-        return plan(variant, micro, seq_len, template, make_model).peak_bytes
-
-    largest = largest_fitting(peak, budget_bytes, batch)
-    result = {"strategy": name, "largest_micro_batch": largest, "fits": largest == batch}
-    if name == "accumulation":
-        divisor = max((d for d in range(1, (largest or 0) + 1) if batch % d == 0), default=None)
-        result.update(micro_batch_size=divisor, accumulation_steps=batch // divisor if divisor else None,
-                      fits=divisor is not None)
-    return result
-
-
-def what_would_fit(config: RunConfig, budget_bytes: int, seq_len: int | None = None,
-                   template: BatchTemplate | None = None, make_model=None) -> list[dict]:
-    """Where even micro-batch 1 does not fit: single changes (another optimizer, bfloat16,
-    checkpointing) and their peak at micro-batch 1, those that fit first. A reader's own model
-    comes with its `template` and `make_model`."""
-    changes = [{"optimizer": name} for name in OPTIMIZERS if name != config.optimizer]
-    changes += [{"dtype": "bfloat16"}] if config.dtype != "bfloat16" else []
-    changes += [{"strategy": "checkpointing"}] if config.strategy != "checkpointing" else []
-    options = []
-    for change in changes:
-        values = dict(config.to_dict(), micro_batch_size=None, batch_size=1, **change)
-        values["strategy"] = change.get("strategy", "standard")  # at micro-batch 1 accumulation is standard
-        peak = plan(RunConfig.from_dict(values), seq_len=seq_len, template=template, make_model=make_model).peak_bytes
-        options.append({"change": change, "peak_bytes": peak, "fits": peak <= budget_bytes})
-    return sorted(options, key=lambda option: (not option["fits"], option["peak_bytes"]))
-
-
-# ------------------------------------------------------------- the plan beside a run
-
-def planned_peak_bytes(config: RunConfig) -> int | None:
-    """The predicted peak of a run's step, for its summary: traced once per configuration's memory
-    fields and code, then read from a JSON file. None where the planner does not model the run:
-    several processes (DDP buckets, FSDP shards) or the hub's data and checkpoints (their shapes
-    come from the hub). A configuration the planner cannot trace gives None: a run never fails for it.
-    With GUM_PLAN_CACHE=off, None for all (the tests of training do so: they test the planner apart)."""
-    return _once_per_configuration(config, "peak_bytes", lambda: plan(config).peak_bytes)
-
-
-def cpu_tensor_peak_bytes(config: RunConfig) -> int | None:
-    """The measured peak of live tensor bytes of a CPU run's step, for its summary (claim (b) judges it):
-    `measured_peak` of the configuration's memory fields, run once per configuration and code and read
-    from a JSON file after that. Tensor bytes do not depend on the seed or the rate, and the
-    measurement uses the key's own seed, so every run of a configuration records the same number
-    whichever ran first. None on a GPU (its runs record `max_memory_allocated`) and where
-    `planned_peak_bytes` is None."""
-    if target_device(config) == "cuda":
-        return None
-    return _once_per_configuration(config, "measured_tensor_peak_bytes",
-                                   lambda: measured_peak(RunConfig.from_dict(json.loads(_memory_key(config)))))
-
-
-def cached_peak_bytes(config: RunConfig) -> int | None:
-    """The planned peak already on disk (None: not traced yet, or not cached)."""
-    file = _cache_file(config, "peak_bytes")
-    return read_entry(file, "peak_bytes") if file else None
-
-
-def _cache_file(config: RunConfig, field_name: str) -> Path | None:
-    if config.world_size > 1 or config.data != "embedded" or config.pretrained is not None \
-            or cache_off():
-        return None
-    return cache_folder() / f"{_plan_cache_key(config)}.{field_name}.json"
-
-
-def _once_per_configuration(config: RunConfig, field_name: str, compute) -> int | None:
-    file = _cache_file(config, field_name)
-    if file is None:
-        return None
-    cached = read_entry(file, field_name)  # a bad entry is named, then traced again and replaced
-    if cached is not None:
-        return cached
-    try:
-        with torch.random.fork_rng(devices=[]):  # the run's random streams stay as they were
-            value = compute()
-    except Exception:  # noqa: BLE001 (a number missing is recorded as None, the run stands)
-        return None
-    store_entry(file, json.dumps({"config": _memory_key(config), field_name: value}))
-    return value
-
-
-def _plan_cache_key(config: RunConfig) -> str:
-    return hashlib.sha256((_memory_key(config) + planner_code()).encode()).hexdigest()[:32]
-
-
-@functools.lru_cache(maxsize=1)
-def planner_code() -> str:
-    """The code a plan depends on: the training layers' files and torch's and transformers' versions."""
-    package = Path(__file__).resolve().parent.parent
-    files = sorted([package / "choices.py", *(p for layer in ("archs", "optim", "core") for p in
-                                              (package / layer).rglob("*.py"))])
-    return code_digest(package, files)

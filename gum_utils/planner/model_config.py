@@ -10,8 +10,8 @@ import torch
 
 from ..archs.base import for_training
 from ..choices import check_choice
-from .config import RunConfig
-from .plan import BatchTemplate
+from ..core.config import RunConfig
+from .trace import BatchTemplate
 
 # transformers' mapping of model types to a task's class, the study's architecture whose batch and
 # step that task shares, and the task in words.
