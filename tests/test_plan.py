@@ -64,10 +64,10 @@ def _template(config):
 
 def _whole_step_snapshots(config):
     """The reference: torch's own MemTracker over the whole second step, every micro-batch, as a run takes it."""
-    micro, count = planner._micro_batching(config, None)
+    micro, count = planner.micro_batching(config, None)
     template = _template(config)
     with FakeTensorMode(), planner.KnownAnswers(template.images_per_sample):
-        model, optimizer = planner._build(config, planner._fake_model_maker(config))
+        model, optimizer = planner.build_run(config, planner._fake_model_maker(config))
         micros = [template.fake_batch(micro) for _ in range(count)]
         tracker = MemTracker()
         planner._prime_optimizer(model, optimizer)
@@ -94,7 +94,7 @@ def test_the_planners_trace_is_memtrackers_trace_of_the_whole_step(arch, strateg
     accumulation = strategy == "accumulation"
     configs = [RunConfig(arch=arch, optimizer=name, strategy=strategy, batch_size=3 if accumulation else 2,
                          micro_batch_size=1 if accumulation else None, device="cuda") for name in ("adam", "cgd")]
-    micro, count = planner._micro_batching(configs[0], None)
+    micro, count = planner.micro_batching(configs[0], None)
     ours = planner._peak_snapshots(configs, _template(configs[0]), micro, count,
                                    planner._fake_model_maker(configs[0]))
     assert planner.TRACED_MICRO_BATCHES == 2
@@ -145,7 +145,7 @@ def test_cgd_with_a_line_search_is_measured_as_configured_and_holds_no_extra_cop
     before CGD freed the step's first gradients, each trial held one more parameter-sized copy
     (-11 % predicted). Left: the loss scalars of the trials, a few bytes."""
     config = _config(arch=arch, optimizer="cgd", optimizer_options={"line_search": line_search})
-    model, optimizer = planner._build(config, lambda: architecture(arch).build_model("tiny"))
+    model, optimizer = planner.build_run(config, lambda: architecture(arch).build_model("tiny"))
     assert optimizer.param_groups[0]["line_search"] == line_search
     predicted, measured = planner.plan(config).peak_bytes, reference.measured_peak(config)
     assert 0 <= measured - predicted <= 64

@@ -35,7 +35,7 @@ def planned_peak_bytes(config: RunConfig) -> int | None:
     fields and code, then read from a JSON file. None where the planner does not model the run:
     several processes (DDP buckets, FSDP shards) or the hub's data and checkpoints (their shapes
     come from the hub). A configuration the planner cannot trace gives None: a run never fails for it.
-    With GUM_PLAN_CACHE=off, None for all (the tests of training do so: they test the planner apart)."""
+    With GUM_PLAN_CACHE=off, None for all (the tests of notebook runs do so: they test the planner apart)."""
     return _once_per_configuration(config, "peak_bytes", lambda: trace.plan(config).peak_bytes)
 
 
@@ -48,8 +48,10 @@ def cpu_tensor_peak_bytes(config: RunConfig) -> int | None:
     `planned_peak_bytes` is None."""
     if trace.target_device(config) == "cuda":
         return None
-    return _once_per_configuration(config, "measured_tensor_peak_bytes",
-                                   lambda: reference.measured_peak(RunConfig.from_dict(json.loads(trace._memory_key(config)))))
+    def measure_the_key():  # the key's own seed: the same number for every run of the configuration
+        return reference.measured_peak(RunConfig.from_dict(json.loads(trace.memory_key(config))))
+
+    return _once_per_configuration(config, "measured_tensor_peak_bytes", measure_the_key)
 
 
 def cached_peak_bytes(config: RunConfig) -> int | None:
@@ -77,12 +79,12 @@ def _once_per_configuration(config: RunConfig, field_name: str, compute) -> int 
             value = compute()
     except Exception:  # noqa: BLE001 (a number missing is recorded as None, the run stands)
         return None
-    store_entry(file, json.dumps({"config": trace._memory_key(config), field_name: value}))
+    store_entry(file, json.dumps({"config": trace.memory_key(config), field_name: value}))
     return value
 
 
 def _plan_cache_key(config: RunConfig) -> str:
-    return hashlib.sha256((trace._memory_key(config) + planner_code()).encode()).hexdigest()[:32]
+    return hashlib.sha256((trace.memory_key(config) + planner_code()).encode()).hexdigest()[:32]
 
 
 @functools.lru_cache(maxsize=1)

@@ -13,7 +13,7 @@ from ..core.batches import BatchStream
 from ..core.config import RunConfig
 from ..core.strategies import strategy as strategy_spec
 from ..core.trainer import forward_backward, precision_context
-from .trace import _build, _micro_batching, data_shape
+from .trace import build_run, data_shape, micro_batching
 
 
 def measured_peak(config: RunConfig, seq_len: int | None = None, device: str = "cpu") -> int:
@@ -22,7 +22,7 @@ def measured_peak(config: RunConfig, seq_len: int | None = None, device: str = "
 
     On the CPU both steps run under the profiler (a tensor made before it started would be freed
     unseen); on a GPU the peak is `torch.cuda.max_memory_allocated` above what was allocated before."""
-    micro, _ = _micro_batching(config, None)
+    micro, _ = micro_batching(config, None)
     stream = BatchStream(architecture(config.arch), "train", data_shape(config, seq_len), config.rank_batch_size,
                          config.seed)
     batch, items = next(stream), stream.last_counts[0]
@@ -32,7 +32,7 @@ def measured_peak(config: RunConfig, seq_len: int | None = None, device: str = "
     def two_steps():
         torch.manual_seed(config.seed)
         with where:
-            model, optimizer = _build(config, lambda: architecture(config.arch).build_model(config.size))
+            model, optimizer = build_run(config, lambda: architecture(config.arch).build_model(config.size))
         micros = [{key: value.to(where) for key, value in micro.items()}
                   for micro in strategy_spec("accumulation").micro_batches(batch, micro)]  # own storage each
         for _ in range(2):

@@ -200,7 +200,7 @@ def _build_optimizer(config: RunConfig, model, traced: bool = True):
     return build_optimizer(config.optimizer, model.parameters(), config.resolved_lr, **options)
 
 
-def _build(config: RunConfig, make_model):
+def build_run(config: RunConfig, make_model):
     """The model and the optimizer exactly as the run configures them (the measurement's)."""
     model = _build_model(config, make_model)
     return model, _build_optimizer(config, model, traced=False)
@@ -318,7 +318,7 @@ def _breakdown(snapshot: dict) -> dict:
     return breakdown
 
 
-def _micro_batching(config: RunConfig, micro_batch_size: int | None) -> tuple[int, int]:
+def micro_batching(config: RunConfig, micro_batch_size: int | None) -> tuple[int, int]:
     micro = micro_batch_size or config.effective_micro_batch_size
     if not strategy_spec(config.strategy).splits_batch:
         return micro, 1
@@ -345,7 +345,7 @@ def plan_optimizers(config: RunConfig, optimizers, micro_batch_size: int | None 
     configs = {name: config if name == config.optimizer else
                RunConfig.from_dict(dict(config.to_dict(), optimizer=name, optimizer_options={}))
                for name in optimizers}
-    keys = {name: (_memory_key(each), micro_batch_size, seq_len) for name, each in configs.items()}
+    keys = {name: (memory_key(each), micro_batch_size, seq_len) for name, each in configs.items()}
     missing = list(dict.fromkeys(key for key in keys.values() if key not in _PLANS))
     if missing:
         traced = _traced_plans([RunConfig.from_dict(json.loads(key[0])) for key in missing],
@@ -360,7 +360,7 @@ _NOT_MEMORY = ("seed", "steps", "lr", "fixed_batch", "eval_every", "eval_samples
 _PLANS = {}  # (memory key, micro-batch, seq_len) -> Plan: each study configuration traced once per process
 
 
-def _memory_key(config: RunConfig) -> str:
+def memory_key(config: RunConfig) -> str:
     values = {key: value for key, value in config.to_dict().items() if key not in _NOT_MEMORY}
     return json.dumps(dict(values, device=target_device(config)), sort_keys=True)
 
@@ -375,7 +375,7 @@ def _traced_plans(configs: list, micro_batch_size, seq_len, template, make_model
     refused = strategy_spec(config.strategy).not_planned
     if refused:
         raise ValueError(f"strategy {config.strategy!r}: {refused}")
-    micro, count = _micro_batching(config, micro_batch_size)
+    micro, count = micro_batching(config, micro_batch_size)
     template = template or batch_template(config.arch, config.size, data_shape(config, seq_len),
                                           config.rank_batch_size, config.seed)
     snapshots = _peak_snapshots(configs, template, micro, count, make_model or _fake_model_maker(config))
