@@ -61,6 +61,39 @@ def test_a_reused_kernel_gives_the_same_records_as_a_fresh_process(tmp_path):
         assert [r["loss"] for r in from_grid.records] == [r["loss"] for r in direct.records]
 
 
+LEFT_IN_THE_KERNEL = """
+import gc, torch
+gc.unfreeze()  # the frozen objects too: a model frozen by a reset would be a leak
+alive = gc.get_objects()
+gc.freeze()
+# transformers keeps stateless activation modules of its own: what a run made holds parameters
+print(sum(isinstance(o, torch.nn.Parameter) for o in alive), sum(isinstance(o, torch.optim.Optimizer) for o in alive))
+del alive
+print([n for n in get_ipython().user_ns if not n.startswith('_') and n not in
+       ('In', 'Out', 'get_ipython', 'exit', 'quit', 'open', 'gc', 'torch')])
+"""
+
+
+def test_a_warm_kernel_holds_nothing_of_its_last_cell_and_one_client_serves_every_cell(tmp_path):
+    from gum_utils.study.cell import run_cell
+    from gum_utils.study.fingerprint import code_fingerprint
+    from gum_utils.study.kernels import WARM
+
+    prof = profile("smoke")
+    tasks = grid.plan(prof, tmp_path, cells(prof, ["vit", "llama"], ["sgd"], ["standard"]), jobs=1)
+    outcomes = [run_cell(grid.cell_job(task, task.notebook.read_text(), code_fingerprint())) for task in tasks]
+    assert [outcome.status for outcome in outcomes] == ["ok", "ok"]
+    client = WARM.client()
+    said = []
+    try:
+        client.execute_interactive(LEFT_IN_THE_KERNEL, timeout=60, output_hook=lambda message: said.append(
+            message["content"].get("text", "")) if message["msg_type"] == "stream" else None)
+        assert "".join(said).split() == ["0", "0", "[]"]  # no parameter or optimizer alive, no name left
+        assert client is WARM.client()  # the cells, their resets and this question: one client
+    finally:
+        WARM.shutdown()
+
+
 def test_a_killed_grid_resumes_without_redoing_finished_cells(tmp_path):
     command = [sys.executable, "-m", "gum_utils.study.grid", "--profile", "smoke", "--jobs", "1", "--out", str(tmp_path),
                "--arch", "vit", "--optimizer", "sgd"]  # three cells: one to finish, one cut short, one not begun

@@ -17,7 +17,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..core.results import RunResult
 from .fingerprint import code_fingerprint
-from .kernels import KERNEL_ENV, KERNEL_START_TIMEOUT_S, ONE_CELL_AT_A_TIME, WARM
+from .kernels import KERNEL_ENV, KERNEL_START_TIMEOUT_S, ONE_CELL_AT_A_TIME, WARM, warm_engine
 from .scratch import cell_scratch
 
 STARTED_TOPIC = "gum-cell-started"  # a worker logs each start: the client counts the cells run again
@@ -120,9 +120,10 @@ def _execute(notebook: Path, executed: Path, parameters: dict) -> str | None:
     import papermill
 
     try:  # no cwd: the warm kernel keeps its own, and the worker's threads share the process's
+        # Written once, at the end (or where a cell raised): not after each of its cells.
         papermill.execute_notebook(str(notebook), str(executed), parameters=parameters, kernel_name="python3",
-                                   progress_bar=False, log_output=False, km=WARM.kernel(),
-                                   start_timeout=KERNEL_START_TIMEOUT_S)
+                                   engine_name=warm_engine(), request_save_on_cell_execute=False,
+                                   progress_bar=False, log_output=False, start_timeout=KERNEL_START_TIMEOUT_S)
     except Exception as exc:  # the executed notebook keeps the traceback
         if isinstance(exc, papermill.PapermillExecutionError):  # the cell's own exception, not papermill's
             return f"{exc.ename}: {exc.evalue}"[:2000]
