@@ -19,7 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from gum_utils.study import grid
+from gum_utils.study.dispatch import cell_job
+
+from gum_utils.study.tasks import tasks_for
 from gum_utils.study.cell import CellOutcome, code_fingerprint, run_cell
 from gum_utils.study.cluster import open_client
 from gum_utils.study.profiles import cells, profile
@@ -33,8 +35,8 @@ def echo_outcome(job) -> CellOutcome:
 
 
 def smoke_job(out: Path):
-    task = grid.plan(profile("smoke"), out, cells(profile("smoke"), ["vit"], ["sgd"], ["standard"]), jobs=2)[0]
-    return grid.cell_job(task, task.notebook.read_text(), code_fingerprint())
+    task = tasks_for(profile("smoke"), out, cells(profile("smoke"), ["vit"], ["sgd"], ["standard"]), jobs=2)[0]
+    return cell_job(task, task.notebook.read_text(), code_fingerprint())
 
 
 def timed(run) -> float:

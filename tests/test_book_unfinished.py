@@ -6,7 +6,9 @@ from html import unescape
 
 import pytest
 
-from gum_utils.study import grid
+from gum_utils.study.dispatch import run_grid
+
+from gum_utils.study.tasks import Task, tasks_for
 from gum_utils.study.profiles import cells, profile
 from test_book import copy_book_sources, run_module
 
@@ -19,9 +21,9 @@ def _text(page) -> str:
 def test_a_book_of_failed_runs_says_so_on_each_page_and_shows_why(tmp_path):
     book_dir = copy_book_sources(tmp_path / "book")
     smoke = profile("smoke")
-    tasks = grid.plan(smoke, book_dir / "runs", cells(smoke, ["vit"], ["sgd", "adam"], ["standard"]), jobs=1)
-    failing = [grid.Task(t.cell, dict(t.parameters, lr=-1.0), t.notebook, t.output, t.key, t.threads) for t in tasks]
-    assert grid.run_grid(failing, jobs=1, show_progress=False) == {"skipped": 0, "error": 2}
+    tasks = tasks_for(smoke, book_dir / "runs", cells(smoke, ["vit"], ["sgd", "adam"], ["standard"]), jobs=1)
+    failing = [Task(t.cell, dict(t.parameters, lr=-1.0), t.notebook, t.output, t.key, t.threads) for t in tasks]
+    assert run_grid(failing, jobs=1, show_progress=False) == {"skipped": 0, "error": 2}
     run_module("gum_utils.report.book", "--profile", "smoke", "--book-dir", str(book_dir))  # as a reader runs it
     pages = book_dir / "_build" / "html" / "report" / "smoke"
     vit = _text(pages / "architecture-vit.html")

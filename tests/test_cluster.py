@@ -12,7 +12,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gum_utils.study import grid
+from gum_utils.study.dispatch import run_grid
+
+from gum_utils.study.outcomes import is_done
+
+from gum_utils.study.tasks import tasks_for
 from gum_utils.study.cell import STARTED_TOPIC
 from gum_utils.study.cluster import SlurmJobs, open_client
 from gum_utils.study.profiles import cells, profile
@@ -23,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def vit_tasks(out: Path, strategies: list[str], jobs: int | None):
     prof = profile("smoke")
-    return grid.plan(prof, out, cells(prof, ["vit"], ["sgd"], strategies), jobs)
+    return tasks_for(prof, out, cells(prof, ["vit"], ["sgd"], strategies), jobs)
 
 
 def kill_the_first_worker_to_start_a_cell(client, killed: list, after_s: float = 1.0, timeout_s: float = 120):
@@ -44,7 +48,7 @@ def test_a_cell_whose_worker_is_killed_runs_again_and_the_grid_completes(tmp_pat
     with open_client(2) as client:
         killer = threading.Thread(target=kill_the_first_worker_to_start_a_cell, args=(client, killed))
         killer.start()
-        counts = grid.run_grid(tasks, client=client, show_progress=False)
+        counts = run_grid(tasks, client=client, show_progress=False)
         killer.join()
     assert killed, "no cell started"
     assert counts == {"skipped": 0, "ok": 2} and counts.reran >= 1
@@ -88,7 +92,7 @@ def test_a_grid_runs_on_a_running_scheduler_and_its_worker_leaves_no_kernel(tmp_
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         assert f"to run on the cluster at {address}" in done.stdout and "ok 1" in done.stdout, done.stdout
         task = vit_tasks(out, ["standard"], jobs=None)[0]
-        assert grid.is_done(task) and RunResult.from_json(task.result_path).status == "ok"
+        assert is_done(task) and RunResult.from_json(task.result_path).status == "ok"
         descendants = psutil.Process(worker.pid).children(recursive=True)
         assert any("ipykernel" in " ".join(p.cmdline()) for p in descendants)  # kept warm for the next cell
     finally:

@@ -9,7 +9,13 @@ from pathlib import Path
 import papermill
 import pytest
 
-from gum_utils.study import grid
+from gum_utils.study import dispatch, grid
+
+from gum_utils.study.dispatch import cell_job, run_grid
+
+from gum_utils.study.outcomes import corrupt_file, is_done, report_corrupt
+
+from gum_utils.study.tasks import STAGES, Task, cell_key, chosen_lrs, tasks_for
 from gum_utils.study.profiles import PROFILES, cells, profile
 from gum_utils.core.results import RunResult
 from gum_utils.core.config import RunConfig
@@ -38,11 +44,11 @@ def test_a_bad_notebook_parameter_fails_with_a_clear_message(tmp_path, parameter
 
 
 def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path):
-    tasks = grid.plan(profile("smoke"), tmp_path, cells(profile("smoke"), ["vit"], ["sgd"], ["standard"]), jobs=1)
+    tasks = tasks_for(profile("smoke"), tmp_path, cells(profile("smoke"), ["vit"], ["sgd"], ["standard"]), jobs=1)
     good = tasks[0]
-    bad = grid.Task(good.cell.__class__("vit", "adam", "standard", 0), dict(good.parameters, lr=-1.0),
+    bad = Task(good.cell.__class__("vit", "adam", "standard", 0), dict(good.parameters, lr=-1.0),
                     good.notebook, good.output.with_name("adam-standard-s0.ipynb"), "bad-key", 1)
-    counts = grid.run_grid([bad, good], jobs=1, show_progress=False)
+    counts = run_grid([bad, good], jobs=1, show_progress=False)
     assert counts == {"skipped": 0, "error": 1, "ok": 1}
     assert counts.reran == 1  # the failing notebook ran once more (retries=1), the good one once
     failed = RunResult.from_json(bad.result_path)
@@ -53,7 +59,7 @@ def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path):
 def test_a_reused_kernel_gives_the_same_records_as_a_fresh_process(tmp_path):
     prof = profile("smoke")
     selected = cells(prof, ["llama", "vit"], ["adam"], ["accumulation", "standard"])
-    grid.run_grid(grid.plan(prof, tmp_path, selected, jobs=1), jobs=1, show_progress=False)
+    run_grid(tasks_for(prof, tmp_path, selected, jobs=1), jobs=1, show_progress=False)
     for cell in selected:  # four cells, one after another in the same warm kernel
         params = prof.run_parameters(cell.arch, cell.optimizer, cell.strategy, cell.seed)
         from_grid = RunResult.from_json(tmp_path / "smoke" / "shared" / cell.arch / f"{cell.stem}.json")
@@ -80,8 +86,8 @@ def test_a_warm_kernel_holds_nothing_of_its_last_cell_and_one_client_serves_ever
     from gum_utils.study.kernels import WARM
 
     prof = profile("smoke")
-    tasks = grid.plan(prof, tmp_path, cells(prof, ["vit", "llama"], ["sgd"], ["standard"]), jobs=1)
-    outcomes = [run_cell(grid.cell_job(task, task.notebook.read_text(), code_fingerprint())) for task in tasks]
+    tasks = tasks_for(prof, tmp_path, cells(prof, ["vit", "llama"], ["sgd"], ["standard"]), jobs=1)
+    outcomes = [run_cell(cell_job(task, task.notebook.read_text(), code_fingerprint())) for task in tasks]
     assert [outcome.status for outcome in outcomes] == ["ok", "ok"]
     client = WARM.client()
     said = []
@@ -132,17 +138,17 @@ def test_cells_and_profiles_name_the_valid_choices():
 def test_the_cell_key_changes_with_parameters_and_code(tmp_path):
     notebook = ROOT / "notebooks" / "vit.ipynb"
     params = profile("smoke").run_parameters("vit", "sgd", "standard", 0)
-    key = grid.cell_key(params, notebook, "code-a")
-    assert key == grid.cell_key(dict(params), notebook, "code-a")
-    assert key != grid.cell_key(dict(params, seed=1), notebook, "code-a")
-    assert key != grid.cell_key(params, notebook, "code-b")
+    key = cell_key(params, notebook, "code-a")
+    assert key == cell_key(dict(params), notebook, "code-a")
+    assert key != cell_key(dict(params, seed=1), notebook, "code-a")
+    assert key != cell_key(params, notebook, "code-b")
 
 
 def test_multi_process_runs_form_a_regime_of_their_own_and_the_sweep_stays_one_process():
     import dataclasses
 
     fsdp = dataclasses.replace(profile("cpu"), world_size=2, parallel="fsdp")
-    assert [fsdp.regime(stage) for stage in grid.STAGES] == ["shared-fsdp2", "sweep", "tuned-fsdp2"]
+    assert [fsdp.regime(stage) for stage in STAGES] == ["shared-fsdp2", "sweep", "tuned-fsdp2"]
     assert fsdp.run_parameters("vit", "sgd", "standard", 0)["world_size"] == 2
     assert "world_size" not in fsdp.sweep_parameters("vit", "sgd", 0, 0.1)
     assert "world_size" not in profile("cpu").run_parameters("vit", "sgd", "standard", 0)  # one process: as before
@@ -154,7 +160,7 @@ def finished_cell(tmp_path, stem_optimizer="sgd"):
     import nbformat
 
     prof = profile("smoke")
-    task = grid.plan(prof, tmp_path, cells(prof, ["vit"], [stem_optimizer], ["standard"]), jobs=1)[0]
+    task = tasks_for(prof, tmp_path, cells(prof, ["vit"], [stem_optimizer], ["standard"]), jobs=1)[0]
     RunResult(config=task.parameters, cell_key=task.key, records=[{"loss": 1.0}], summary={"loss": 1.0}).to_json(
         task.result_path)
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1\n" * 100)]), task.output)
@@ -169,12 +175,12 @@ def finished_cell(tmp_path, stem_optimizer="sgd"):
 ])
 def test_a_corrupt_result_or_notebook_is_not_done_and_the_grid_names_it(tmp_path, capsys, damage, named, reason):
     task = finished_cell(tmp_path)
-    assert grid.is_done(task) and grid.corrupt_file(task) is None
+    assert is_done(task) and corrupt_file(task) is None
     path = getattr(task, named)
     text = {"null result": "null", "array result": "[1, 2, 3]"}.get(damage, path.read_text()[: path.stat().st_size // 2])
     path.write_text(text)
-    assert not grid.is_done(task)
-    assert grid.report_corrupt([task]) == 1
+    assert not is_done(task)
+    assert report_corrupt([task]) == 1
     assert f"redoing vit/sgd-standard-s0: {path}: {reason}" in capsys.readouterr().out
 
 
@@ -185,7 +191,7 @@ def test_a_corrupt_tuned_result_does_not_block_choosing_the_rates(tmp_path):
     tuned = tmp_path / "cpu" / "tuned" / "vit" / "adam-standard-s0.json"
     tuned.parent.mkdir(parents=True)
     tuned.write_text('{"config": {"ar')
-    assert grid.chosen_lrs(profile("cpu"), tmp_path, ["vit"], ["adam"]) == {("vit", "adam"): 1e-2}
+    assert chosen_lrs(profile("cpu"), tmp_path, ["vit"], ["adam"]) == {("vit", "adam"): 1e-2}
 
 
 def closed_port() -> int:
@@ -280,7 +286,7 @@ def test_ctrl_c_stops_with_one_line_saying_what_is_done_and_how_to_resume(tmp_pa
         counts["ok"] = 1
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(grid, "_run_on", interrupted_after_one)
+    monkeypatch.setattr(dispatch, "_run_on", interrupted_after_one)
     assert main_without_interrupt(["--profile", "smoke", "--out", str(tmp_path), "--arch", "vit", "--optimizer", "sgd",
                                    "--stage", "shared"]) == 130
     err = capsys.readouterr().err

@@ -6,13 +6,17 @@ import types
 import pytest
 
 from gum_utils.core.results import RunResult
-from gum_utils.study import grid
+from gum_utils.study import grid, outcomes, preflight
+from gum_utils.study.dispatch import GridCounts
+from gum_utils.study.outcomes import record_error, save_outcome
+from gum_utils.study.preflight import GridOptionError, check_scheduler, local_gpu_count, output_lock
+from gum_utils.study.tasks import tasks_for
 from gum_utils.study.profiles import cells, profile
 
 
 def smoke_task(tmp_path):
     prof = profile("smoke")
-    return grid.plan(prof, tmp_path, cells(prof, ["vit"], ["sgd"], ["standard"], [0]), jobs=1)[0]
+    return tasks_for(prof, tmp_path, cells(prof, ["vit"], ["sgd"], ["standard"], [0]), jobs=1)[0]
 
 
 def old_pair(task):
@@ -31,7 +35,7 @@ def test_a_failed_write_leaves_the_old_pair_and_counts_the_cell_failed(tmp_path,
     task = smoke_task(tmp_path)
     before = old_pair(task)
     writes = []
-    real = grid.write_temporary
+    real = outcomes.write_temporary
 
     def full_disk(path, text):
         writes.append(path)
@@ -39,8 +43,8 @@ def test_a_failed_write_leaves_the_old_pair_and_counts_the_cell_failed(tmp_path,
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(path, text)
 
-    monkeypatch.setattr(grid, "write_temporary", full_disk)
-    assert grid.save_outcome(task, outcome()) == "error"
+    monkeypatch.setattr(outcomes, "write_temporary", full_disk)
+    assert save_outcome(task, outcome()) == "error"
     assert (task.result_path.read_text(), task.output.read_text()) == before
     assert sorted(p.name for p in task.output.parent.iterdir()) == ["sgd-standard-s0.ipynb", "sgd-standard-s0.json"]
     assert capsys.readouterr().err == ("gum_utils.study.grid: vit/sgd-standard-s0: its new files could not be written "
@@ -51,7 +55,7 @@ def test_a_failed_write_leaves_the_old_pair_and_counts_the_cell_failed(tmp_path,
 def test_a_new_pair_replaces_the_old_one_whole(tmp_path):
     task = smoke_task(tmp_path)
     old_pair(task)
-    assert grid.save_outcome(task, outcome("diverged")) == "diverged"
+    assert save_outcome(task, outcome("diverged")) == "diverged"
     assert (task.result_path.read_text(), task.output.read_text()) == ('{"new": "result"}', '{"new": "notebook"}')
     assert len(list(task.output.parent.iterdir())) == 2  # no temporaries left
 
@@ -64,7 +68,7 @@ def test_a_failure_record_that_cannot_be_written_is_said_and_the_grid_goes_on(tm
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(RunResult, "to_json", read_only)
-    assert grid._record_error(task, "the worker died") == "error"
+    assert record_error(task, "the worker died") == "error"
     assert not task.output.exists()  # not done: the next grid runs it again
     assert "(Read-only file system); the cell counts as failed and the next grid runs it again" in capsys.readouterr().err
 
@@ -77,7 +81,7 @@ def stages_counted(monkeypatch):
     monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: contextlib.nullcontext(None))
 
     def counting(**statuses):
-        monkeypatch.setattr(grid, "run_stage", lambda *a, **k: grid.GridCounts(skipped=0, **statuses))
+        monkeypatch.setattr(grid, "run_stage", lambda *a, **k: GridCounts(skipped=0, **statuses))
     return counting
 
 
@@ -94,7 +98,7 @@ def test_the_paper_profile_without_a_gpu_is_one_line_before_any_cell(tmp_path, c
         raise AssertionError("a cluster was opened: the device was not checked before the first cell")
 
     monkeypatch.setattr(grid, "_open_cluster", refuse)
-    monkeypatch.setattr(grid, "local_gpu_count", lambda: 0)
+    monkeypatch.setattr(preflight, "local_gpu_count", lambda: 0)
     for data in ([], ["--data", "embedded"]):
         assert grid.main(["--profile", "paper", "--out", str(tmp_path), *data]) == 2
         err = capsys.readouterr().err
@@ -106,7 +110,7 @@ def test_the_paper_profile_without_a_gpu_is_one_line_before_any_cell(tmp_path, c
 def test_the_gpus_the_grid_counts_are_the_ones_torch_sees():
     import torch
 
-    assert grid.local_gpu_count() == torch.cuda.device_count()
+    assert local_gpu_count() == torch.cuda.device_count()
 
 
 def serving(handler):
@@ -169,10 +173,10 @@ def test_a_dask_scheduler_passes_the_check_and_its_worker_does_not():
 
     with LocalCluster(n_workers=1, processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address="127.0.0.1:0",
                       scheduler_kwargs={"dashboard": False}) as cluster:
-        grid.check_scheduler(cluster.scheduler_address)
+        check_scheduler(cluster.scheduler_address)
         worker = next(iter(cluster.scheduler_info["workers"]))
-        with pytest.raises(grid.GridOptionError, match="a Dask Worker answers there, not a scheduler$"):
-            grid.check_scheduler(worker)
+        with pytest.raises(GridOptionError, match="a Dask Worker answers there, not a scheduler$"):
+            check_scheduler(worker)
 
 
 @pytest.mark.parametrize("options, message", [
@@ -208,7 +212,7 @@ def test_repeated_optimizers_and_seeds_run_each_cell_once(tmp_path, monkeypatch,
 
     ran = []
     monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: contextlib.nullcontext(None))
-    monkeypatch.setattr(grid, "run_grid", lambda tasks, *a, **k: ran.extend(t.name for t in tasks) or grid.GridCounts(
+    monkeypatch.setattr(grid, "run_grid", lambda tasks, *a, **k: ran.extend(t.name for t in tasks) or GridCounts(
         skipped=0, ok=len(tasks)))
     assert grid.main(["--profile", "smoke", "--out", str(tmp_path), "--stage", "shared", "--arch", "vit", "vit",
                       "--optimizer", "sgd", "sgd", "--strategy", "standard", "--seed", "0", "0"]) == 0
@@ -221,9 +225,9 @@ def test_a_second_grid_on_the_same_out_is_one_line_and_runs_nothing(tmp_path, ca
 
     opened = []
     monkeypatch.setattr(grid, "_open_cluster", lambda args, jobs: opened.append(jobs) or contextlib.nullcontext(None))
-    monkeypatch.setattr(grid, "run_stage", lambda *a, **k: grid.GridCounts(skipped=0, ok=1))
+    monkeypatch.setattr(grid, "run_stage", lambda *a, **k: GridCounts(skipped=0, ok=1))
     argv = ["--profile", "smoke", "--out", str(tmp_path), "--stage", "shared"]
-    with grid.output_lock(tmp_path / "smoke"):  # the first grid, still running
+    with output_lock(tmp_path / "smoke"):  # the first grid, still running
         assert grid.main(argv) == 2
     assert opened == [] and capsys.readouterr().err == (
         f"gum_utils.study.grid: error: another grid (pid {os.getpid()}) is running on {tmp_path / 'smoke'}: let it "

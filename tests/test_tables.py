@@ -3,9 +3,6 @@
 `write_run` builds a small result file; test_stats/test_plots/test_claims reuse it.
 """
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest

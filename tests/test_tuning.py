@@ -5,7 +5,12 @@ import math
 import nbformat
 import pytest
 
-from gum_utils.study import grid, tuning
+from gum_utils.study.dispatch import run_grid
+
+from gum_utils.study.outcomes import is_done, reuse_twins
+
+from gum_utils.study.tasks import stage_tasks, tasks_for
+from gum_utils.study import tuning
 from gum_utils.report import tables
 from gum_utils.study.tuning import SWEEP_FACTORS, swept
 from gum_utils.core.config import default_lr
@@ -64,7 +69,7 @@ def test_a_sweep_with_no_finished_rate_keeps_the_default(tmp_path):
 
 def test_the_tuned_grid_refuses_to_run_before_its_sweep(tmp_path):
     with pytest.raises(tuning.TuningError, match="run the sweep stage first"):
-        grid.stage_tasks(profile("smoke"), "tuned", tmp_path, 1, ["vit"], ["sgd"])
+        stage_tasks(profile("smoke"), "tuned", tmp_path, 1, ["vit"], ["sgd"])
 
 
 @pytest.mark.slow
@@ -72,14 +77,14 @@ def test_tuning_on_smoke_picks_the_one_rate_that_does_not_diverge(tmp_path):
     """A sweep whose answer is known: every rate but 0.02 blows SGD up within the smoke run's steps."""
     prof = profile("smoke")
     rates = (0.02, 1e8, 1e12, 1e16, 1e30)
-    sweep = grid.plan(prof, tmp_path, [Cell("vit", "sgd", "standard", 0, lr) for lr in rates], 1, "sweep")
-    counts = grid.run_grid(sweep, jobs=1, show_progress=False)
+    sweep = tasks_for(prof, tmp_path, [Cell("vit", "sgd", "standard", 0, lr) for lr in rates], 1, "sweep")
+    counts = run_grid(sweep, jobs=1, show_progress=False)
     assert counts == {"skipped": 0, "ok": 1, "diverged": 4}
     choice = tuning.choose(tables.runs_table(tmp_path / "smoke")).iloc[0]
     assert choice["chosen_lr"] == 0.02 and choice["at_edge"]  # 0.02 is also the lowest rate swept
-    tuned = grid.stage_tasks(prof, "tuned", tmp_path, 1, ["vit"], ["sgd"], ["standard"])
+    tuned = stage_tasks(prof, "tuned", tmp_path, 1, ["vit"], ["sgd"], ["standard"])
     assert [t.parameters["lr"] for t in tuned] == [0.02]
-    assert grid.run_grid(tuned, jobs=1, show_progress=False) == {"skipped": 0, "ok": 1}
+    assert run_grid(tuned, jobs=1, show_progress=False) == {"skipped": 0, "ok": 1}
     result = RunResult.from_json(tmp_path / "smoke" / "tuned" / "vit" / "sgd-standard-s0.json")
     assert result.config["lr"] == 0.02 and result.summary["lr"] == 0.02
 
@@ -91,13 +96,13 @@ def test_a_tuned_cell_that_chose_the_default_reuses_its_shared_twin(tmp_path):
         write_run(tmp_path, optimizer="sgd", regime="sweep", profile="smoke", stem=f"sgd-lr{lr:g}-s0", lr=lr,
                   val_loss=loss)
     selected = cells(prof, ["vit"], ["sgd"], ["standard"])
-    shared = grid.plan(prof, tmp_path, selected, 1, "shared")
+    shared = tasks_for(prof, tmp_path, selected, 1, "shared")
     twin = shared[0]
     RunResult(config=twin.parameters, cell_key=twin.key, records=[{"loss": 1.0}],
               summary={"lr": default}).to_json(twin.result_path)
     nbformat.write(nbformat.v4.new_notebook(), twin.output)  # a notebook that parses: the twin is done
-    tuned = grid.stage_tasks(prof, "tuned", tmp_path, 1, ["vit"], ["sgd"], ["standard"])
+    tuned = stage_tasks(prof, "tuned", tmp_path, 1, ["vit"], ["sgd"], ["standard"])
     assert "lr" not in tuned[0].parameters and tuned[0].key == twin.key
-    assert grid.reuse_twins(tuned, shared) == 1
-    assert grid.is_done(tuned[0]) and tuned[0].result_path.read_text() == twin.result_path.read_text()
-    assert grid.reuse_twins(tuned, shared) == 0  # already there: nothing copied twice
+    assert reuse_twins(tuned, shared) == 1
+    assert is_done(tuned[0]) and tuned[0].result_path.read_text() == twin.result_path.read_text()
+    assert reuse_twins(tuned, shared) == 0  # already there: nothing copied twice
