@@ -39,11 +39,12 @@ def cell_parts(result: dict, notebook_s: float) -> dict:
             "rest of the notebook": notebook_s - s["total_time_s"] - measured}
 
 
-def stage_parts(folder: Path) -> tuple[dict, int]:
+def stage_parts(folder: Path, twins: Path | None = None) -> tuple[dict, int]:
+    """The parts summed over the cells this stage ran; `twins`: the folder whose runs it may have reused."""
     totals, cells = dict.fromkeys(PARTS[:-1], 0.0), 0
     for notebook in folder.rglob("*.ipynb"):
         result_file = notebook.with_suffix(".json")
-        if not result_file.exists():
+        if not result_file.exists() or _reused(result_file, folder, twins):
             continue
         duration = json.loads(notebook.read_text())["metadata"].get("papermill", {}).get("duration")
         result = json.loads(result_file.read_text())
@@ -55,9 +56,16 @@ def stage_parts(folder: Path) -> tuple[dict, int]:
     return totals, cells
 
 
+def _reused(result_file: Path, folder: Path, twins: Path | None) -> bool:
+    """A tuned cell copied from its shared twin (the grid's reuse_twins): its time was spent in shared."""
+    twin = None if twins is None else twins / result_file.relative_to(folder)
+    return twin is not None and twin.exists() and twin.read_bytes() == result_file.read_bytes()
+
+
 def report(root: Path, profile: str) -> None:
     for stage, (wall, ran) in stage_seconds(root, profile).items():
-        totals, cells = stage_parts(root / profile / stage)
+        twins = root / profile / "shared" if stage == "tuned" else None
+        totals, cells = stage_parts(root / profile / stage, twins)
         if not cells:
             continue
         totals[PARTS[-1]] = wall - sum(totals.values())
