@@ -259,6 +259,23 @@ def test_findings_quote_the_confirmatory_rows_and_what_they_could_have_seen(halv
     assert all(len(re.sub(r"\*\*\(.\)\*\* The paper says [^.]*\.", "", s).split()) <= 40 for s in sentences)
 
 
+def test_a_bound_says_for_which_true_changes_it_would_have_been_confirmed():
+    import pandas as pd
+
+    rows = pd.DataFrame([
+        {"claim": claims.ACCUMULATION_CLAIM, "arch": "llama", "detectable": 1.0166, "unit": "x", "direction": "higher"},
+        {"claim": claims.AT_MOST_CLAIM, "arch": "llama", "detectable": 14.52, "unit": "% change", "direction": "lower"},
+        {"claim": claims.AT_MOST_CLAIM, "arch": "nanovlm", "detectable": -26.79, "unit": "% change",
+         "direction": "lower"},
+        {"claim": claims.CHECKPOINT_LOSS_CLAIM, "arch": "vit", "detectable": float("nan"), "unit": "% change",
+         "direction": "lower"},  # identical: nothing to detect
+    ])
+    assert claims._detectable(rows.iloc[1:]) == (
+        "; it would have confirmed the bound for a true change below +14.5 % (llama), -26.8 % (nanovlm)")
+    assert claims._detectable(rows.iloc[:1]) == "; it could have seen x1.02 (llama)"
+    assert claims._detectable(rows.iloc[3:]) == ""
+
+
 def test_the_pages_state_the_constants_the_code_uses():
     from gum_utils.report.stats import FLOAT_TOLERANCE
     from gum_utils.study.profiles import profile

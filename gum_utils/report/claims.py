@@ -684,11 +684,20 @@ def _said(row) -> str:
 
 
 def _detectable(rows: pd.DataFrame) -> str:
-    """The smallest effect each architecture's first tested row could have seen."""
+    """The smallest effect each architecture's first tested row could have seen; for a bound ("at most
+    +60 %"), the true values for which its test would have confirmed the bound."""
     tested = rows.dropna(subset=["detectable"]).drop_duplicates("arch")
-    fmt = lambda r: f"x{r['detectable']:.3g}" if r["unit"] == "x" else f"{r['detectable']:.1f} %"  # noqa: E731
-    shown = ", ".join(f"{fmt(r)} ({r['arch']})" for _, r in tested.iterrows())
-    return f"; it could have seen {shown}" if shown else ""
+    fmt = lambda r: f"x{r['detectable']:.3g}" if r["unit"] == "x" else f"{r['detectable']:+.1f} %"  # noqa: E731
+    per_arch = lambda part: ", ".join(f"{fmt(r)} ({r['arch']})" for _, r in part.iterrows())  # noqa: E731
+    bounds = tested["claim"].str.contains(" at most ")
+    said = []
+    if (~bounds).any():
+        said.append(f"it could have seen {per_arch(tested[~bounds])}")
+    for direction, side in (("lower", "below"), ("higher", "above")):
+        these = tested[bounds & (tested["direction"] == direction)]
+        if not these.empty:
+            said.append(f"it would have confirmed the bound for a true change {side} {per_arch(these)}")
+    return "".join(f"; {part}" for part in said)
 
 
 def finding(table: pd.DataFrame, letter: str, regime: str) -> str:
