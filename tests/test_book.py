@@ -225,27 +225,38 @@ def test_a_truncated_run_notebook_is_left_out_with_a_note_on_its_page(tmp_path):
 
 
 def fake_build(succeeds: bool):
-    """Stands in for Jupyter Book: writes a page into --path-output, and exits 0 only when it `succeeds`."""
-    def run(command, **kwargs):
-        html = Path(command[command.index("--path-output") + 1]) / "_build" / "html"
-        html.mkdir(parents=True)
-        (html / ("index.html" if succeeds else "half.html")).write_text("new")
-        return subprocess.CompletedProcess(command, 0 if succeeds else 1)
-    return run
+    """Stands in for Jupyter Book: writes a page into --path-output, prints Sphinx's progress lines,
+    and exits 0 only when it `succeeds`."""
+    class Build:
+        def __init__(self, command, **kwargs):
+            html = Path(command[command.index("--path-output") + 1]) / "_build" / "html"
+            html.mkdir(parents=True)
+            (html / ("index.html" if succeeds else "half.html")).write_text("new")
+            self.stdout = iter(["reading sources... [  3%] intro\n", "reading sources... [  7%] methods\n",
+                                "reading sources... [ 12%] appendix\n", "\x1b[01mwriting output... \x1b[39;49;00m[100%] intro\n"])
+
+        def wait(self):
+            return 0 if succeeds else 1
+    return Build
 
 
-def test_a_failed_build_keeps_the_last_good_book_and_a_good_one_replaces_it(tmp_path, monkeypatch):
+def test_a_failed_build_keeps_the_last_good_book_and_a_good_one_replaces_it(tmp_path, monkeypatch, capsys):
     html = tmp_path / "_build" / "html"
     html.mkdir(parents=True)
     (html / "index.html").write_text("old")
     (html / "old-profile-page.html").write_text("old")
-    monkeypatch.setattr(book.subprocess, "run", fake_build(succeeds=False))
+    monkeypatch.setattr(book.subprocess, "Popen", fake_build(succeeds=False))
     with pytest.raises(book.BookError, match=f"the last good book is kept: {html / 'index.html'}"):
         book.build_html(tmp_path, tmp_path)
     assert sorted(p.name for p in html.iterdir()) == ["index.html", "old-profile-page.html"]
     assert (html / "index.html").read_text() == "old"
-    monkeypatch.setattr(book.subprocess, "run", fake_build(succeeds=True))
+    monkeypatch.setattr(book.subprocess, "Popen", fake_build(succeeds=True))
+    capsys.readouterr()
     assert book.build_html(tmp_path, tmp_path) == html / "index.html"
+    # one line per tenth of each phase reaches the console, the whole output the log
+    assert capsys.readouterr().out == ("book: reading sources 0 %\nbook: reading sources 10 %\n"
+                                       "book: writing output 100 %\n")
+    assert "reading sources... [  7%] methods" in (tmp_path / "_build" / "build.log").read_text()
     assert [p.name for p in html.iterdir()] == ["index.html"] and (html / "index.html").read_text() == "new"
     assert sorted(p.name for p in (tmp_path / "_build").iterdir()) == ["build.log", "html"]  # no staging left
 

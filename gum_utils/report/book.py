@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,16 +256,19 @@ def fill_placeholders(text: str, values: dict) -> str:
 
 def execute_chapters(pages: list[Chapter], book_dir: Path, jobs: int) -> None:
     """Each notebook in its own worker process: kernels and event loops never share a process.
-    Stopped (Ctrl-C, SIGTERM), the workers are ended at once rather than waited for (34 s)."""
+    A line as each one finishes; stopped (Ctrl-C, SIGTERM), the workers are ended at once rather
+    than waited for (34 s)."""
     pool = ProcessPoolExecutor(max_workers=max(1, jobs))
-    errors = []
+    errors, started = [], time.perf_counter()
     try:
-        futures = [pool.submit(execute_chapter, page, book_dir) for page in pages]
-        for future in futures:
+        futures = {pool.submit(execute_chapter, page, book_dir): page for page in pages}
+        for done, future in enumerate(as_completed(futures), 1):
             try:
                 future.result()
             except BookError as error:
                 errors.append(str(error))
+            print(f"book: analysis {done}/{len(pages)} {futures[future].page}.ipynb "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
     except KeyboardInterrupt:
         for worker in list(getattr(pool, "_processes", {}).values()):  # their kernels see their parent go
             worker.terminate()
@@ -370,21 +373,41 @@ def swap_in(staging: Path, out: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
+SPHINX_PROGRESS = re.compile(r"^(reading sources|writing output)\.\.\. \[\s*(\d+)%\]")
+
+
 def build_html(book_dir: Path, out: Path) -> Path:
     """Build into a fresh folder and swap it in only when the build succeeded: a failed build
-    leaves the last good book where it was."""
+    leaves the last good book where it was. The full log goes to a file, a line per tenth of
+    each phase to the console."""
     staging = staging_dir(out)
     log = out / "_build" / "build.log"
     command = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(book_dir),
                "--path-output", str(staging), "--toc", str(book_dir / "_toc.yml"), "-W", "--keep-going"]
     with open(log, "w") as handle:
-        done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, cwd=book_dir)
-    if done.returncode != 0 or not (staging / "_build" / "html" / "index.html").exists():
+        build = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=book_dir,
+                                 text=True, errors="replace")
+        shown: dict = {}
+        for line in build.stdout:
+            handle.write(line)
+            show_progress(line, shown)
+        returncode = build.wait()
+    if returncode != 0 or not (staging / "_build" / "html" / "index.html").exists():
         shutil.rmtree(staging, ignore_errors=True)
         raise BookError(f"the book build failed (warnings count as errors):\n{build_problems(log)}\n"
                         f"(the whole log: {log})\n{kept_book(out)}")
     swap_in(staging, out)
     return out / "_build" / "html" / "index.html"
+
+
+def show_progress(line: str, shown: dict) -> None:
+    """Sphinx's "reading sources... [ 42%] page" as "book: reading sources 40 %", once per tenth."""
+    match = SPHINX_PROGRESS.match(without_colours(line))
+    if match:
+        phase, percent = match[1], int(match[2]) // 10 * 10
+        if percent > shown.get(phase, -1):
+            shown[phase] = percent
+            print(f"book: {phase} {percent} %", flush=True)
 
 
 def kept_book(out: Path) -> str:
