@@ -97,7 +97,7 @@ def run_cli(args, budget: int | None) -> dict:
                                                  "path)" if step == "trainer" else "the study's step (--step gum)"))
     if budget is None:
         return result
-    result.update(budget_bytes=budget, fits=result["peak_bytes"] <= budget)
+    result.update(budget_bytes=budget, batch_size=config.rank_batch_size, fits=result["peak_bytes"] <= budget)
     searches = {name: search.largest_micro_batch(config, budget, name, template, make, args.seq_len)
                 for name in STRATEGIES}
     result["largest_micro_batch"] = {name: found["largest_micro_batch"] for name, found in searches.items()}
@@ -107,7 +107,15 @@ def run_cli(args, budget: int | None) -> dict:
     result["strategies"] = searches
     if not any(found["largest_micro_batch"] for found in searches.values()):
         result["what_would_fit"] = search.what_would_fit(config, budget, args.seq_len, template, make)
+    result["recommendation"] = recommendation(searches)
     return result
+
+
+def recommendation(searches: dict) -> str | None:
+    """Of the strategies that reach the batch within the budget, the fastest (the guide's rule)."""
+    from .report.guide import fastest_strategy
+
+    return fastest_strategy({name: found["time_cost"] for name, found in searches.items() if found["fits"]})
 
 
 def time_cost(arch: str | None, strategy: str, profile: str, device: str) -> tuple[float, str]:
@@ -143,8 +151,33 @@ def _report(result: dict) -> str:
             lines.append(f"  {name:<14} {text}")
         for option in result.get("what_would_fit", []):
             mark = "fits" if option["fits"] else "does not fit"
-            lines.append(f"  at micro-batch 1 with {option['change']}: {_gib(option['peak_bytes'])}, {mark}")
+            lines.append(f"  at micro-batch 1 with {_change(option['change'])}: {_gib(option['peak_bytes'])}, {mark}")
+        lines += _verdict(result)
     return "\n".join(lines)
+
+
+def _change(change: dict) -> str:
+    """{"optimizer": "sgd"} as "optimizer sgd" (one change, or several joined)."""
+    return " and ".join(f"{key} {value}" for key, value in change.items())
+
+
+def _verdict(result: dict) -> list[str]:
+    """The strategies that cannot reach the batch, then the recommendation in one line."""
+    batch, budget = result["batch_size"], result["budget_bytes"]
+    short = [f"{name} (largest micro-batch {found['largest_micro_batch'] or 'none'})"
+             for name, found in result["strategies"].items() if not found["fits"]]
+    lines = [f"cannot reach batch {batch} in {_gib(budget)}: {', '.join(short)}"] if short else []
+    best = result["recommendation"]
+    if best is None:
+        fitting = [option for option in result.get("what_would_fit", []) if option["fits"]]
+        hint = f"; at micro-batch 1, {_change(fitting[0]['change'])} would fit" if fitting else ""
+        return lines + [f"no strategy reaches batch {batch} in {_gib(budget)}{hint}"]
+    found = result["strategies"][best]
+    steps = (f"{found['accumulation_steps']} micro-batches of {found['micro_batch_size']}"
+             if found.get("accumulation_steps") else f"batch {batch}")
+    spare = budget - found["peak_bytes"]
+    room = "a tight fit" if spare < 0.05 * budget else f"{_gib(spare)} to spare"
+    return lines + [f"use {best}, {steps}: {_gib(found['peak_bytes'])} of {_gib(budget)}, {room}"]
 
 
 def main(argv=None) -> int:

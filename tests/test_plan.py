@@ -280,4 +280,30 @@ def test_where_micro_batch_1_does_not_fit_the_cli_says_which_single_change_would
     assert advice[:3] == [({"optimizer": "sgd"}, True), ({"dtype": "bfloat16"}, True), ({"optimizer": "adagrad"}, False)]
     command.main(["--arch", "llama", "--optimizer", "adam", "--batch-size", "2", "--memory", "600"])
     out = capsys.readouterr().out
-    assert "does not fit even at micro-batch 1" in out and "with {'optimizer': 'sgd'}: 0.0 MiB, fits" in out
+    assert "does not fit even at micro-batch 1" in out and "with optimizer sgd: 0.0 MiB, fits" in out
+    assert out.splitlines()[-1] == ("no strategy reaches batch 2 in 0.0 MiB; at micro-batch 1, optimizer sgd "
+                                    "would fit")
+
+
+def test_the_cli_ends_with_the_fastest_strategy_that_reaches_the_batch_in_one_line(capsys, monkeypatch):
+    """Known peaks (MiB): 10 a sample standard and accumulation, 6 checkpointing, 40 of model state;
+    known time costs. At 200 MiB and batch 32: standard reaches 16, checkpointing 26, accumulation
+    16 x 2; accumulation is cheaper than checkpointing, so it is recommended, at its own peak."""
+    def known_peak(config, micro_batch_size=None, seq_len=None, template=None, make_model=None):
+        micro = micro_batch_size or config.micro_batch_size or config.batch_size
+        per_sample = 6 if config.strategy == "checkpointing" else 10
+        return planner.Plan((40 + per_sample * micro) * 2**20, dict.fromkeys(planner.BREAKDOWN_KEYS, 0), micro, 1)
+
+    monkeypatch.setattr(planner, "plan", known_peak)
+    monkeypatch.setattr(command, "time_cost", lambda arch, strategy, *a: (
+        {"standard": 1.0, "checkpointing": 1.3, "accumulation": 1.1}[strategy], "known"))
+    command.main(["--arch", "llama", "--optimizer", "adam", "--batch-size", "32", "--memory", "200MiB"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == ["cannot reach batch 32 in 200.0 MiB: standard (largest micro-batch 16), "
+                          "checkpointing (largest micro-batch 26)",
+                          "use accumulation, 2 micro-batches of 16: 200.0 MiB of 200.0 MiB, a tight fit"]
+    command.main(["--arch", "llama", "--optimizer", "adam", "--batch-size", "32", "--memory", "1GiB", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["recommendation"] == "standard" and result["strategies"]["standard"]["peak_bytes"] == 360 * 2**20
+    command.main(["--arch", "llama", "--optimizer", "adam", "--batch-size", "32", "--memory", "1GiB"])
+    assert capsys.readouterr().out.splitlines()[-1] == "use standard, batch 32: 360.0 MiB of 1.00 GiB, 664.0 MiB to spare"

@@ -66,15 +66,20 @@ def largest_micro_batch(config: RunConfig, budget_bytes: int, strategy: str | No
     batch = config.rank_batch_size
     if variant is None:
         return {"strategy": name, "largest_micro_batch": None, "fits": False, "reason": "batch of 1"}
+    peaks: dict = {}
+
     def peak(micro):
-        return trace.plan(variant, micro, seq_len, template, make_model).peak_bytes
+        if micro not in peaks:
+            peaks[micro] = trace.plan(variant, micro, seq_len, template, make_model).peak_bytes
+        return peaks[micro]
 
     largest = largest_fitting(peak, budget_bytes, batch)
-    result = {"strategy": name, "largest_micro_batch": largest, "fits": largest == batch}
+    result = {"strategy": name, "largest_micro_batch": largest, "fits": largest == batch,
+              "peak_bytes": peak(largest) if largest else None}  # at the micro-batch it would run
     if name == "accumulation":
         divisor = max((d for d in range(1, (largest or 0) + 1) if batch % d == 0), default=None)
         result.update(micro_batch_size=divisor, accumulation_steps=batch // divisor if divisor else None,
-                      fits=divisor is not None)
+                      fits=divisor is not None, peak_bytes=peak(divisor) if divisor else None)
     return result
 
 

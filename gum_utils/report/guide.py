@@ -112,6 +112,14 @@ def time_cost(costs: pd.DataFrame, arch: str, strategy: str) -> tuple[float, str
     return FLOP_TIME_COST[strategy], "FLOP count"
 
 
+def fastest_strategy(costs: dict) -> str | None:
+    """Of the strategies that reach the batch ({name: time cost per sample}), the fastest: standard
+    wherever it does (the same work in the fewest, largest steps), else the lowest cost."""
+    if "standard" in costs:
+        return "standard"
+    return min(costs, key=lambda name: (costs[name], name)) if costs else None
+
+
 def fits_table(guide: dict, costs: pd.DataFrame, memory_gib=GUIDE_MEMORY_GIB) -> pd.DataFrame:
     """Per architecture and memory size, to train at the guide's batch with the curve optimizer: each
     strategy's largest traced micro-batch that fits, and the fastest strategy that reaches the batch:
@@ -133,11 +141,9 @@ def fits_table(guide: dict, costs: pd.DataFrame, memory_gib=GUIDE_MEMORY_GIB) ->
                 # accumulation reaches the batch in batch / micro steps from any micro-batch that fits
                 if largest == batch or (strategy == "accumulation" and largest is not None):
                     reaching.append((time_cost(costs, arch, strategy), strategy))
-            if reaching and reaching[0][1] == "standard":  # the same work in the fewest, largest steps
-                (cost, source), fastest = reaching[0]
-            elif reaching:
-                (cost, source), fastest = min(reaching)
             if reaching:
+                fastest = fastest_strategy({strategy: cost for (cost, _), strategy in reaching})
+                (cost, source), _ = next(item for item in reaching if item[1] == fastest)
                 row.update(fastest=fastest, time_cost=cost, source=source)
             else:
                 row.update(fastest="none (see the planner for bfloat16 or another optimizer)", time_cost=math.nan,
