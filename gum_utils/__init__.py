@@ -17,6 +17,13 @@ The names of the grid's axes, derived from the registries. Importing the package
 torch and transformers load only when a run is set up, so the grid runner and the report stay light.
 """
 
+import sys
+
+if sys.argv[:1] == ["-m"]:  # being located by `python -m gum_utils.<command>` (Python's own marker)
+    from .stopping import stop_quietly_from_the_start
+
+    stop_quietly_from_the_start()
+
 from .archs import ARCHITECTURES, SIZES
 from .core.config import PARALLEL
 from .core.strategies import STRATEGIES

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gum_utils import stopping
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,3 +70,20 @@ def test_a_grid_stopped_by_sigterm_mid_cell_says_what_it_kept_and_exits_143(tmp_
     assert last.startswith("gum_utils.study.grid: stopped by SIGTERM") and "run the same command again" in last
     assert "Traceback" not in err and "WARNING" not in err, err  # not Dask's cancellations either
     assert list(tmp_path.glob("gum-*")) == []  # the ended worker's cell and kernel folders are removed
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_command_stopped_during_its_imports_says_one_line_with_the_signals_status(signum, status, tmp_path):
+    """`python -m` imports the command's packages before its code runs (seconds of torch): a probe
+    package that imports gum_utils there and waits stands in for that window."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "__init__.py").write_text("import time\nimport gum_utils\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    (probe / "main.py").write_text("")
+    process = subprocess.Popen([sys.executable, "-m", "probe.main"], cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=f"{tmp_path}:{ROOT}"),
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert process.stdout.readline() == "ready\n"
+    process.send_signal(signum)
+    assert process.wait(timeout=30) == -signum  # the shell reads 128 + signal: 130, 143
+    assert process.stderr.read() == f"python -m probe.main: stopped by {signum.name}\n" and 128 + signum == status
