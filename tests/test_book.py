@@ -270,3 +270,19 @@ def test_a_failed_analysis_notebook_is_reported_without_terminal_colour_codes(tm
     with pytest.raises(book.BookError) as raised:
         book.execute_chapter(chapter, tmp_path)
     assert "RuntimeError: KeyError: 'step'" in str(raised.value) and "\x1b" not in str(raised.value)
+
+
+def test_a_failed_analysis_leaves_the_earlier_report_folder_as_it_was(tmp_path):
+    earlier = tmp_path / "report" / "cpu"
+    (earlier / "data").mkdir(parents=True)
+    (earlier / "claims.ipynb").write_text("earlier")
+    with pytest.raises(book.BookError):
+        with book.fresh_report(tmp_path, "cpu") as report:
+            assert list(report.iterdir()) == [report / "data"]  # empty while the analysis runs
+            (report / "claims.ipynb").write_text("half")
+            raise book.BookError("claims.ipynb failed")
+    assert (earlier / "claims.ipynb").read_text() == "earlier"
+    with book.fresh_report(tmp_path, "cpu") as report:
+        (report / "claims.ipynb").write_text("new")
+    assert (earlier / "claims.ipynb").read_text() == "new"
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["cpu"]  # nothing set aside is left

@@ -279,12 +279,24 @@ def execute_chapters(pages: list[Chapter], book_dir: Path, jobs: int) -> None:
         raise BookError("\n\n".join(errors))
 
 
-def fresh_report(book_dir: Path, profile: str) -> Path:
-    """An empty report folder: a chapter from an earlier run must not outlive its data."""
+@contextmanager
+def fresh_report(book_dir: Path, profile: str):
+    """An empty report folder (a chapter from an earlier run must not outlive its data); the earlier
+    one is set aside meanwhile and comes back if the analysis fails or is stopped."""
     report = book_dir / "report" / profile
-    shutil.rmtree(report, ignore_errors=True)
+    earlier = report.with_name(f".earlier-{profile}")
+    shutil.rmtree(earlier, ignore_errors=True)
+    if report.exists():
+        report.rename(earlier)
     (report / "data").mkdir(parents=True)
-    return report
+    try:
+        yield report
+    except BaseException:
+        if earlier.exists():
+            shutil.rmtree(report, ignore_errors=True)
+            earlier.rename(report)
+        raise
+    shutil.rmtree(earlier, ignore_errors=True)
 
 
 # --- the table of contents ---------------------------------------------------------------
@@ -438,10 +450,10 @@ def make_book(profile: str, book_dir: Path = DEFAULT_BOOK, runs: Path | None = N
     pages, left_out = readable_pages(run_pages(runs_root, book_dir), book_dir)
     for page, why in left_out.items():
         print(f"gum_utils.report.book: leaving out {page.docname}.ipynb: {why}", file=sys.stderr)
-    report = fresh_report(book_dir, profile)
-    write_csv(runs_root, report / "data")
-    analysis = chapters(profile, runs_root, book_dir, architectures(pages + list(left_out)))
-    execute_chapters(analysis, book_dir, jobs)
+    with fresh_report(book_dir, profile) as report:
+        write_csv(runs_root, report / "data")
+        analysis = chapters(profile, runs_root, book_dir, architectures(pages + list(left_out)))
+        execute_chapters(analysis, book_dir, jobs)
     write_toc(book_dir, toc(profile, analysis, appendix_pages(profile, pages, book_dir, left_out)))
     return build_html(book_dir, (out or book_dir).resolve()) if build else None
 
