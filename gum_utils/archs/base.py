@@ -45,7 +45,6 @@ class Architecture:
     lr_overrides: dict = {}  # optimizer -> learning rate, where the optimizer's own default does not suit
     reads_text: bool = True  # a pretrained checkpoint then needs the model's own tokenizer
     masks_batches: bool = False  # batches are masked on the host as they are drawn (a masked LM)
-    look_description: str = ""  # what the notebook's last figure shows
 
     # --- the model -------------------------------------------------------------------------
     def tiny_config(self):  # subclass

@@ -14,7 +14,6 @@ class Llama(TextModel):
     paper_parameters_m = 1235.8
     hub_data = wikitext("meta-llama/Llama-3.2-1B")
     causal = True
-    look_description = "A held-out prompt and the model's greedy continuation."
 
     def tiny_config(self):
         from transformers import LlamaConfig

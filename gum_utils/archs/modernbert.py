@@ -20,7 +20,6 @@ class ModernBert(TextModel):
     hub_data = wikitext("answerdotai/ModernBERT-base")
     causal = False
     masks_batches = True
-    look_description = "A held-out sentence with tokens masked, and the model's top guesses for each."
 
     def tiny_config(self):
         from transformers import ModernBertConfig

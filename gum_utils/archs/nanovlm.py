@@ -36,7 +36,6 @@ class NanoVLM(Architecture):
     # VQAv2 as packaged in The Cauldron (what nanoVLM trained on): a train split only.
     hub_data = HubData("HuggingFaceM4/the_cauldron", "vqav2", "HuggingFaceTB/SmolLM2-135M",
                        "google/siglip-base-patch16-224")
-    look_description = "A validation grid, the question, and the model's generated answer."
 
     @staticmethod
     def _config(vision: dict, text: dict):

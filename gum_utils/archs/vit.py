@@ -18,7 +18,6 @@ class ViT(Architecture):
     hub_data = HubData("uoft-cs/cifar10", None, None, "google/vit-base-patch16-224")
     lr_overrides = {"sgd": 0.05, "cgd": 0.01}
     reads_text = False
-    look_description = "Validation images with the model's predicted and true labels."
 
     def tiny_config(self):
         from transformers import ViTConfig
