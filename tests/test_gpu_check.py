@@ -58,7 +58,7 @@ def test_the_check_runs_with_only_torch_transformers_and_numpy_and_leaves_gpu_fi
     assert all(r["mean_step_time_s"] > 0 and r["mean_gpu_util_percent"] is None and r["mfu"] is None for r in rows)
     header, rule, first = done.stdout.split("\n\n")[1].splitlines()[:3]
     assert header.split()[:5] == ["arch", "optimizer", "strategy", "status", "step"]
-    assert first.split()[:4] == ["vit", "sgd", "standard", "ok"] and first.split()[9] == "-"  # util %
+    assert first.split()[:4] == ["vit", "sgd", "standard", "ok"] and first.split()[10] == "-"  # util %
 
 
 def test_the_table_formats_gpu_fields_and_explains_a_skipped_cell():
@@ -70,9 +70,16 @@ def test_the_table_formats_gpu_fields_and_explains_a_skipped_cell():
     skipped = gpu_check.row(config, {}, {}, "skipped", "needs about 30.0 GiB, 20.0 GiB free on cpu")
     table = gpu_check.format_table([measured, skipped])
     cells = table.splitlines()[2].split()
-    assert cells[4:] == ["412", "30.0", "27.0", "1.0", "-6.7", "97", "650", "2600", "30.50", "45.6", "19.4"]
-    assert table.splitlines()[3].split()[3:] == ["skipped"] + ["-"] * 11
+    assert cells[4:] == ["412", "30.0", "-", "27.0", "1.0", "-6.7", "97", "650", "2600", "30.50", "45.6", "19.4"]
+    assert table.splitlines()[3].split()[3:] == ["skipped"] + ["-"] * 12
     assert "llama/adam/standard: needs about 30.0 GiB, 20.0 GiB free on cpu" in table
+
+
+def test_on_a_cpu_the_plan_is_judged_against_the_real_steps_tensors_not_the_process_rss():
+    """paper-smoke's ViT: RSS 1.9 GiB (torch's libraries, the allocator's cache) read as a -65 % plan error."""
+    config = gpu_check.RunConfig(arch="vit", size="paper", optimizer="sgd", device="cpu")
+    summary = {"peak_memory_bytes": 2000, "cpu_tensor_peak_bytes": 800, "planned_peak_bytes": 780}
+    assert gpu_check.row(config, summary, {}, "ok")["plan_error_percent"] == pytest.approx(-2.5)
 
 
 def test_a_cell_that_does_not_fit_is_skipped_with_the_memory_it_needs(monkeypatch):
