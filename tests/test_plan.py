@@ -106,7 +106,7 @@ def test_largest_micro_batch_for_a_budget_between_two_points_is_the_lower_one():
     at1, at2 = (planner.plan(config, micro).peak_bytes for micro in (1, 2))
     assert at1 < at2
     found = search.largest_micro_batch(config, (at1 + at2) // 2)
-    assert found == {"strategy": "standard", "largest_micro_batch": 1, "fits": False}
+    assert found == {"strategy": "standard", "largest_micro_batch": 1, "fits": False, "peak_bytes": at1}
 
 
 def test_largest_fitting_traces_few_points_on_a_line_and_ends_on_a_curve():
