@@ -130,7 +130,7 @@ def fits_table(guide: dict, costs: pd.DataFrame, memory_gib=GUIDE_MEMORY_GIB) ->
     for arch in curve_of["arch"].unique():
         for gib in memory_gib:
             row = {"arch": arch, "memory_gib": gib}
-            reaching = []
+            reaching = {}  # strategy: (time cost, its source)
             for strategy in STRATEGIES:
                 curve = curve_of[(curve_of["arch"] == arch) & (curve_of["strategy"] == strategy)]
                 largest = largest_fitting(curve, gib * GIB)
@@ -140,10 +140,10 @@ def fits_table(guide: dict, costs: pd.DataFrame, memory_gib=GUIDE_MEMORY_GIB) ->
                     row[strategy] = "-" if largest is None else str(largest)
                 # accumulation reaches the batch in batch / micro steps from any micro-batch that fits
                 if largest == batch or (strategy == "accumulation" and largest is not None):
-                    reaching.append((time_cost(costs, arch, strategy), strategy))
+                    reaching[strategy] = time_cost(costs, arch, strategy)
             if reaching:
-                fastest = fastest_strategy({strategy: cost for (cost, _), strategy in reaching})
-                (cost, source), _ = next(item for item in reaching if item[1] == fastest)
+                fastest = fastest_strategy({strategy: cost for strategy, (cost, _) in reaching.items()})
+                cost, source = reaching[fastest]
                 row.update(fastest=fastest, time_cost=cost, source=source)
             else:
                 row.update(fastest="none (see the planner for bfloat16 or another optimizer)", time_cost=math.nan,
