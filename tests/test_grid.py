@@ -2,6 +2,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -338,6 +339,27 @@ def test_what_a_killed_cell_left_is_removed_by_the_next_grid_and_nothing_else(tm
         path.mkdir()
     assert sorted(gum_scratch.remove_stale_scratch(tmp_path)) == sorted([scratch, kernel])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, unnamed.name, others.name])
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), OSError(5, "Input/output error"),
+                                     KeyboardInterrupt()])
+def test_a_grid_ended_by_a_full_disk_a_write_error_or_a_stop_removes_its_workers_scratch(tmp_path, monkeypatch, failure):
+    """The workers a failing grid ends leave their cells' folders; the grid removes them as it exits,
+    not the next grid (a cell's own folder goes in its `finally`; a worker's exit can cut that short)."""
+    from gum_utils.study import grid
+
+    process, scratch = scratch_holder(tmp_path)
+    process.kill()
+    process.wait(timeout=30)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def run_then_fail(*args):
+        assert scratch.exists()  # the grid began with a dead worker's folder and has not removed it yet
+        raise failure
+
+    monkeypatch.setattr(grid, "_run", run_then_fail)
+    assert grid.main(["--profile", "smoke", "--out", str(tmp_path / "out")]) in (1, 130)
+    assert not scratch.exists()
 
 
 def test_the_warm_kernel_keeps_its_connection_file_in_its_own_folder_and_removes_both(monkeypatch):

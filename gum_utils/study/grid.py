@@ -135,7 +135,6 @@ def main(argv=None) -> int:
         print(f"gum_utils.study.grid: error: {error}", file=sys.stderr)
         return 2
     except (GridInterrupted, KeyboardInterrupt) as stop:
-        remove_stale_scratch()  # what the workers it just ended left (their processes are gone now)
         print(interrupted_summary(stop, totals), file=sys.stderr)
         return exit_code()
     except (OSError, ResultFileError, TuningError) as error:  # the cluster, the disk, a result: not a bug here
@@ -144,6 +143,8 @@ def main(argv=None) -> int:
         one_line = " ".join(str(error).split())
         print(f"gum_utils.study.grid: {type(error).__name__}: {one_line} (--debug shows the traceback)", file=sys.stderr)
         return 1
+    finally:  # however the grid ended (Ctrl-C, SIGTERM, a full disk, a write error): its ended workers' scratch
+        remove_stale_scratch()
 
 
 def _folder(text: str) -> Path:
