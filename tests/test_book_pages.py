@@ -37,7 +37,7 @@ def test_what_the_model_learned_is_shown_once(monkeypatch):
     monkeypatch.setattr(notebook, "architecture", lambda arch: SimpleNamespace(look=lambda model, config: fig))
     monkeypatch.setattr("IPython.display.display", shown.append)
     assert notebook.look(None, SimpleNamespace(arch="vit")) is None  # no cell value: no second figure
-    assert shown == [fig] and not plt.fignum_exists(fig.number)
+    assert len(shown) == 1 and shown[0].data.startswith(b"\x89PNG") and not plt.fignum_exists(fig.number)
 
 
 @pytest.mark.parametrize("arch", ["vit", "modernbert", "llama", "nanovlm"])

@@ -396,3 +396,5 @@ def test_a_run_notebook_shows_no_warning_and_its_look_once(tmp_path):
     assert not any("Warning" in "".join(text) for text in stderr), stderr
     look = next(c for c in cells if c["cell_type"] == "code" and "nb.look(" in "".join(c["source"]))
     assert [o["output_type"] for o in look["outputs"]] == ["display_data"]  # the figure, once
+    panels = next(c for c in cells if c["cell_type"] == "code" and "nb.show_run(" in "".join(c["source"]))
+    assert [sorted(o["data"]) for o in panels["outputs"]] == [["image/png", "text/plain"]]  # drawn once, closed

@@ -119,7 +119,7 @@ class NanoVLM(Architecture):
             ax.set_title(f"{question}\nmodel: {answer}\ntruth: {truth}", fontsize=8,
                          color="tab:green" if answer == truth else "tab:red")
             ax.axis("off")
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.01, right=0.99, bottom=0.02, top=0.78, wspace=0.08)  # fixed: tight_layout re-measures every title
         return fig
 
 
