@@ -287,7 +287,7 @@ def test_ctrl_c_stops_with_one_line_saying_what_is_done_and_how_to_resume(tmp_pa
         counts["ok"] = 1
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(dispatch, "_run_on", interrupted_after_one)
+    monkeypatch.setattr(dispatch, "_dispatch_on", interrupted_after_one)
     assert main_without_interrupt(["--profile", "smoke", "--out", str(tmp_path), "--arch", "vit", "--optimizer", "sgd",
                                    "--stage", "shared"]) == 130
     err = capsys.readouterr().err
@@ -357,7 +357,7 @@ def test_a_grid_ended_by_a_full_disk_a_write_error_or_a_stop_removes_its_workers
         assert scratch.exists()  # the grid began with a dead worker's folder and has not removed it yet
         raise failure
 
-    monkeypatch.setattr(grid, "_run", run_then_fail)
+    monkeypatch.setattr(grid, "_run_grid", run_then_fail)
     assert grid.main(["--profile", "smoke", "--out", str(tmp_path / "out")]) in (1, 130)
     assert not scratch.exists()
 

@@ -77,6 +77,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gum-sampler", daemon=True)
         self._energy_start_mj = None
+        self._high_water = False  # whether the kernel's high-water mark was reset as sampling began
 
     def __enter__(self):
         self._t0 = self._last_wall = time.perf_counter()
@@ -137,7 +138,7 @@ class Sampler:
             "peak_gpu_memory_bytes": max((s["gpu_memory_bytes"] or 0 for s in self.samples), default=None)
             if self._gpu is not None else None,
             "peak_rss_bytes": max((s["rss_bytes"] for s in self.samples), default=None),  # the highest sample
-            "rss_high_water_bytes": rss_high_water_bytes() if getattr(self, "_high_water", False) else None,
+            "rss_high_water_bytes": rss_high_water_bytes() if self._high_water else None,
             "energy_j": energy_j,
             "interval_s": self.interval_s,
             "timeline": self.samples,

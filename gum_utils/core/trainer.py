@@ -141,6 +141,8 @@ class Run:
         self._batches = None
         self.model = None
         self.device_data_bytes = 0  # the training split's bytes where it is kept on the device
+        self.flops_per_step = None  # model FLOPs of one step, once set-up has counted them
+        self.pending = None  # the step launched last, its loss not yet read
         self.seconds = {"setup_s": 0.0, "eval_s": 0.0}  # where a run's time goes besides its steps
         # The held-out rows evaluated: eval_samples asks, a split may hold fewer (the summary says which)
         self.evaluated = {"val_samples": 0, "test_samples": 0}
@@ -296,7 +298,7 @@ class Run:
     def record_pending(self) -> bool:
         """Record the step launched last, if any (also when a later step failed: it finished).
         False where its loss was not finite."""
-        pending, self.pending = getattr(self, "pending", None), None
+        pending, self.pending = self.pending, None
         return pending is None or self.record(*pending)
 
 
@@ -322,7 +324,7 @@ def train_in_process(config: RunConfig):
         run.result.environment["traceback"] = traceback.format_exc()
     _summarise(run.result, time.perf_counter() - started, sampler, run.device)
     run.result.summary.update(device_data_bytes=run.device_data_bytes, **run.seconds, **run.evaluated)
-    _add_flops(run.result, getattr(run, "flops_per_step", None), config.dtype, run.ranks.world_size)
+    _add_flops(run.result, run.flops_per_step, config.dtype, run.ranks.world_size)
     if run.ranks.world_size > 1 and run.result.status in ("oom", "error"):
         raise distributed.RankFailed(run.result)
     run.result.summary.update(distributed.gather_memory(run.result.summary, run.result.memory, run.ranks))

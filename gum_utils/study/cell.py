@@ -75,7 +75,7 @@ def run_cell(job: CellJob) -> CellOutcome:
     # Dask's nanny pins the BLAS libraries to one thread; the cell's kernel gets the cell's threads.
     os.environ.update(KERNEL_ENV, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
     with ONE_CELL_AT_A_TIME, cell_scratch() as scratch:
-        outcome, raised = _run_in(scratch, job)
+        outcome, raised = _execute_in(scratch, job)
     if raised and outcome.status == "error":
         raise CellFailed(outcome)
     return outcome
@@ -101,7 +101,7 @@ def _announce_start(job: CellJob) -> None:
                                      "pid": os.getpid()})
 
 
-def _run_in(scratch: Path, job: CellJob) -> tuple[CellOutcome, bool]:
+def _execute_in(scratch: Path, job: CellJob) -> tuple[CellOutcome, bool]:
     """The outcome, and whether the notebook raised or wrote no result."""
     notebook, executed, result_path = scratch / "cell.ipynb", scratch / "executed.ipynb", scratch / "result.json"
     notebook.write_text(job.notebook_text)

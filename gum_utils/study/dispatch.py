@@ -56,13 +56,13 @@ def run_grid(tasks: list[Task], jobs: int = 1, force: bool = False, retry_failed
     try:
         if client is None:
             with open_client(jobs) as local:
-                return _run_on(local, todo, counts, show_progress, retries)
-        return _run_on(client, todo, counts, show_progress, retries)
+                return _dispatch_on(local, todo, counts, show_progress, retries)
+        return _dispatch_on(client, todo, counts, show_progress, retries)
     except KeyboardInterrupt:
         raise GridInterrupted(None, counts) from None
 
 
-def _run_on(client, todo: list[Task], counts: GridCounts, show_progress: bool, retries: int) -> GridCounts:
+def _dispatch_on(client, todo: list[Task], counts: GridCounts, show_progress: bool, retries: int) -> GridCounts:
     from distributed import as_completed
     from tqdm import tqdm
 

@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     totals: dict = {}
     try:
         with sigterm_as_interrupt():  # `timeout`, SLURM and kill stop the grid as Ctrl-C does: finished cells kept
-            return _run(parser, args, totals)
+            return _run_grid(parser, args, totals)
     except GridOptionError as error:
         print(f"gum_utils.study.grid: error: {error}", file=sys.stderr)
         return 2
@@ -166,7 +166,7 @@ def interrupted_summary(stop: BaseException, totals: dict) -> str:
             "run the same command again to resume (finished cells are skipped)")
 
 
-def _run(parser: argparse.ArgumentParser, args, totals: dict) -> int:
+def _run_grid(parser: argparse.ArgumentParser, args, totals: dict) -> int:
     if (args.scheduler or args.slurm) and args.jobs is not None:
         parser.error("--jobs is the size of a local cluster: leave it out with --scheduler or --slurm")
     if args.scheduler and args.slurm:
