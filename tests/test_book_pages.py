@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import matplotlib
@@ -90,3 +91,18 @@ def test_a_run_page_shows_the_learning_rate_used_not_none():
     given = RunResult(config={"arch": "vit", "optimizer": "adam", "lr": 0.01}, status="ok", summary={"lr": 0.01},
                       environment={})
     assert notebook.config_table(given).loc["lr", "value"] == "0.01"
+
+
+def test_a_looks_mosaic_holds_each_image_whole_under_its_own_coloured_title():
+    from gum_utils.archs.base import image_mosaic
+
+    images = [np.full((4, 5), value) for value in (0.25, 0.5, 0.75)]
+    fig = image_mosaic(images, ["a", "b", "c"], ["tab:green", "tab:red", "tab:green"], columns=2, suptitle="s")
+    (ax,) = fig.axes
+    canvas = np.ma.filled(ax.images[0].get_array(), np.nan)
+    for image in images:  # each one a whole 4 x 5 block of its value, nowhere else
+        rows, cols = np.nonzero(canvas == image[0, 0])
+        assert len(rows) == 20 and np.ptp(rows) == 3 and np.ptp(cols) == 4
+    assert np.isnan(canvas).sum() == canvas.size - 60  # the rest is background
+    assert [(t.get_text(), t.get_color()) for t in ax.texts] == [("a", "tab:green"), ("b", "tab:red"), ("c", "tab:green")]
+    plt.close(fig)

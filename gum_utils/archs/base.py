@@ -182,3 +182,37 @@ def validation_for_look(arch: Architecture, model, config, count: int) -> dict |
 
 def device_of(model):
     return next(model.parameters()).device
+
+
+def image_mosaic(images, titles, colors, columns: int, suptitle: str | None = None, title_lines: int = 2,
+                 panel_inches: float = 1.6):
+    """Gray images in one axes, tiled `columns` to a row, each under its coloured title: a look's figure.
+
+    One axes and one image draw in a third of the time of an axes per image (each axes lays out
+    its own title and frame): about 0.1 s against 0.34 s for twelve images, every grid cell."""
+    import math
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    images = [np.asarray(image, dtype=float) for image in images]
+    height, width = images[0].shape
+    gap = width // 6 + 1
+    pixels_per_inch = (width + gap) / panel_inches
+    caption = math.ceil(title_lines * 0.15 * pixels_per_inch) + 2  # 8-point lines above each image
+    rows = -(-len(images) // columns)
+    canvas = np.full((rows * (caption + height + gap), columns * (width + gap)), np.nan)  # NaN: the background
+    for i, image in enumerate(images):
+        top, left = (i // columns) * (caption + height + gap) + caption, (i % columns) * (width + gap)
+        canvas[top : top + height, left : left + width] = image
+    axes_inches = (columns * panel_inches, columns * panel_inches * canvas.shape[0] / canvas.shape[1])
+    fig = plt.figure(figsize=(axes_inches[0], axes_inches[1] + (0.4 if suptitle else 0.0)))
+    ax = fig.add_axes((0, 0, 1, axes_inches[1] / fig.get_figheight()))
+    ax.imshow(canvas, cmap="gray")
+    for i, (title, color) in enumerate(zip(titles, colors)):
+        top, left = (i // columns) * (caption + height + gap) + caption, (i % columns) * (width + gap)
+        ax.text(left + width / 2, top - 1, title, ha="center", va="bottom", fontsize=8, color=color)
+    ax.axis("off")
+    if suptitle:
+        fig.suptitle(suptitle, y=1 - 0.12 / fig.get_figheight(), va="top")
+    return fig

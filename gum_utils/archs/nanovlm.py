@@ -8,7 +8,7 @@ only the answer (and [EOS]) is supervised.
 import numpy as np
 
 from . import embedded
-from .base import Architecture, DataShape, HubData, device_of, image_tokens, validation_for_look
+from .base import Architecture, DataShape, HubData, device_of, image_mosaic, image_tokens, validation_for_look
 from .hub import both_splits, encode_vqa, split_rows
 from .text import TINY_TEXT
 
@@ -97,15 +97,14 @@ class NanoVLM(Architecture):
 
     def look(self, model, config, count: int = 4):
         """Each grid with its question, the model's generated answer and the truth."""
-        import matplotlib.pyplot as plt
         import torch
 
         batch = validation_for_look(self, model, config, count)
         if batch is None:
             return None
         device, image_count = device_of(model), self.shape(config.size).image_seq_len
-        fig, axes = plt.subplots(1, count, figsize=(3 * count, 3.4))
-        for i, ax in enumerate(axes):
+        titles, colors = [], []
+        for i in range(count):
             labels = batch["labels"][i]
             answer_start = int(torch.nonzero(labels != embedded.IGNORE_INDEX)[0]) + 1
             prompt = batch["input_ids"][i : i + 1, :answer_start].to(device)
@@ -115,12 +114,10 @@ class NanoVLM(Architecture):
             question = embedded.decode(prompt[0, 1 + image_count:])
             truth = embedded.decode(labels[labels != embedded.IGNORE_INDEX])
             answer = embedded.decode(output[0, answer_start:])
-            ax.imshow(batch["pixel_values"][i, 0, 0], cmap="gray")
-            ax.set_title(f"{question}\nmodel: {answer}\ntruth: {truth}", fontsize=8,
-                         color="tab:green" if answer == truth else "tab:red")
-            ax.axis("off")
-        fig.subplots_adjust(left=0.01, right=0.99, bottom=0.02, top=0.78, wspace=0.08)  # fixed: tight_layout re-measures every title
-        return fig
+            titles.append(f"{question}\nmodel: {answer}\ntruth: {truth}")
+            colors.append("tab:green" if answer == truth else "tab:red")
+        return image_mosaic([batch["pixel_values"][i, 0, 0] for i in range(count)], titles, colors, columns=count,
+                            title_lines=3, panel_inches=3.0)
 
 
 def grid_items(split: str, n: int) -> tuple[np.ndarray, np.ndarray]:

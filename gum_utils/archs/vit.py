@@ -1,7 +1,7 @@
 """ViT: image classification, `ViTForImageClassification` (google/vit-base-patch16-224 at paper size)."""
 
 from . import embedded
-from .base import Architecture, DataShape, HubData, device_of, validation_for_look
+from .base import Architecture, DataShape, HubData, device_of, image_mosaic, validation_for_look
 from .hub import both_splits, encode_images, split_rows
 
 
@@ -50,7 +50,6 @@ class ViT(Architecture):
 
     def look(self, model, config, count: int = 12):
         """Validation images with predicted (true) labels, green where right."""
-        import matplotlib.pyplot as plt
         import torch
 
         batch = validation_for_look(self, model, config, count)
@@ -58,16 +57,11 @@ class ViT(Architecture):
             return None
         with torch.no_grad():
             predicted = model(pixel_values=batch["pixel_values"].to(device_of(model))).logits.argmax(-1).cpu()
-        fig, axes = plt.subplots(2, (count + 1) // 2, figsize=(1.6 * ((count + 1) // 2), 4))
-        labels = embedded.FASHION_LABELS
-        for ax, image, guess, truth in zip(axes.flat, batch["pixel_values"], predicted, batch["labels"]):
-            ax.imshow(image[0], cmap="gray")
-            ax.set_title(f"{labels[guess]}\n({labels[truth]})", fontsize=8,
-                         color="tab:green" if bool(guess == truth) else "tab:red")
-            ax.axis("off")
-        fig.suptitle(f"predicted (true) label: {int((predicted == batch['labels']).sum())}/{count} right")
-        fig.subplots_adjust(left=0.01, right=0.99, bottom=0.02, top=0.8, hspace=0.55)  # fixed: tight_layout re-measures every title
-        return fig
+        labels, right = embedded.FASHION_LABELS, predicted == batch["labels"]
+        return image_mosaic([image[0] for image in batch["pixel_values"]],
+                            [f"{labels[guess]}\n({labels[truth]})" for guess, truth in zip(predicted, batch["labels"])],
+                            ["tab:green" if bool(ok) else "tab:red" for ok in right], columns=(count + 1) // 2,
+                            suptitle=f"predicted (true) label: {int(right.sum())}/{count} right")
 
 
 ARCHITECTURE = ViT()
