@@ -5,12 +5,18 @@
 
 Each configuration is a cell of the cpu profile; its digest covers every record's loss and counts,
 every validation, the memory breakdown and the FLOP count: everything a run measures except times.
+The floats depend on the CPU's kernels (with and without AVX-512 they differ in every configuration:
+c975452's own code missed its own reference on another machine), so the file names the machine it
+was taken on and a check elsewhere says so: take the reference at the base commit on this machine.
 """
 
 import argparse
 import hashlib
 import json
+import platform
 import sys
+
+import torch
 
 from gum_utils.core.config import RunConfig
 from gum_utils.core.run import train
@@ -30,6 +36,20 @@ def measured(result) -> dict:
     records = [{k: v for k, v in r.items() if k not in TIMES} for r in result.records]
     return {"status": result.status, "records": records, "evals": result.evals, "memory": result.memory,
             "flops_per_step": result.summary.get("flops_per_step")}
+
+
+MACHINE_KEY = "_machine"
+
+
+def machine() -> str:
+    """What the floats depend on: the CPU (its model and whether it has AVX-512) and torch."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            text = info.read()
+        model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "")
+    except OSError:
+        text, model = "", platform.processor()
+    return f"{model or platform.machine()}, {'with' if 'avx512f' in text else 'without'} AVX-512, torch {torch.__version__}"
 
 
 def digest(values: dict) -> str:
@@ -59,10 +79,14 @@ def main(argv=None) -> int:
     found = digests(args.steps)
     if args.write:
         with open(args.write, "w") as out:
-            json.dump(found, out, indent=1, sort_keys=True)
+            json.dump({MACHINE_KEY: machine(), **found}, out, indent=1, sort_keys=True)
         return 0
     with open(args.check) as handle:
         expected = json.load(handle)
+    taken_on = expected.pop(MACHINE_KEY, "an unnamed machine")
+    if taken_on != machine():
+        print(f"note: the reference was taken on {taken_on}; this is {machine()}: floats may differ in every "
+              "configuration for that alone (take the reference at the base commit here)")
     differ = [name for name in expected if found.get(name) != expected[name]]
     print(f"{len(expected) - len(differ)} of {len(expected)} configurations bit-identical"
           + (f"; differ: {', '.join(differ)}" if differ else ""))
