@@ -202,15 +202,15 @@ def image_mosaic(images, titles, colors, columns: int, suptitle: str | None = No
     caption = math.ceil(title_lines * 0.15 * pixels_per_inch) + 2  # 8-point lines above each image
     rows = -(-len(images) // columns)
     canvas = np.full((rows * (caption + height + gap), columns * (width + gap)), np.nan)  # NaN: the background
-    for i, image in enumerate(images):
-        top, left = (i // columns) * (caption + height + gap) + caption, (i % columns) * (width + gap)
+    corners = [((i // columns) * (caption + height + gap) + caption, (i % columns) * (width + gap))
+               for i in range(len(images))]
+    for image, (top, left) in zip(images, corners):
         canvas[top : top + height, left : left + width] = image
     axes_inches = (columns * panel_inches, columns * panel_inches * canvas.shape[0] / canvas.shape[1])
     fig = plt.figure(figsize=(axes_inches[0], axes_inches[1] + (0.4 if suptitle else 0.0)))
     ax = fig.add_axes((0, 0, 1, axes_inches[1] / fig.get_figheight()))
     ax.imshow(canvas, cmap="gray")
-    for i, (title, color) in enumerate(zip(titles, colors)):
-        top, left = (i // columns) * (caption + height + gap) + caption, (i % columns) * (width + gap)
+    for (top, left), title, color in zip(corners, titles, colors):
         ax.text(left + width / 2, top - 1, title, ha="center", va="bottom", fontsize=8, color=color)
     ax.axis("off")
     if suptitle:
