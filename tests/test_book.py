@@ -52,10 +52,14 @@ def built_book(tmp_path_factory):
                "--optimizer", *OPTIMIZERS, "--jobs", "2")
     run_module("gum_utils.study.grid", "--profile", PROFILE, "--out", str(book_dir / "runs"), "--arch", ARCH,
                "--optimizer", OPTIMIZERS[0], "--strategy", "standard", "--stage", "shared", "--world-size", "2")
+    whole_notebook(book_dir / OTHER_PROFILE_PAGE)  # another profile's run: never built into this profile's book
     done = run_module("gum_utils.report.book", "--profile", PROFILE, "--book-dir", str(book_dir))
     html = book_dir / "_build" / "html"
     assert str(html / "index.html") in done.stdout  # the command says where the book is
     return book_dir, html
+
+
+OTHER_PROFILE_PAGE = "runs/paper/shared/vit/sgd-standard-s0.ipynb"
 
 
 def run_docnames() -> list[str]:
@@ -89,6 +93,25 @@ def test_every_chapter_is_in_the_html(built_book):
     assert "claims, checked" in (html / REPORT / "claims.html").read_text()
     appendix = (html / REPORT / f"runs-{ARCH}.html").read_text()
     assert all(f"{optimizer} · {strategy} · seed 0" in appendix for optimizer in OPTIMIZERS for strategy in STRATEGIES)
+    # the run pages are built outside the toc: no page's sidebar lists them (it did, every run on every page)
+    assert f"runs/{PROFILE}/shared/{ARCH}/" not in (html / "intro.html").read_text()
+    assert not (html / OTHER_PROFILE_PAGE).with_suffix(".html").exists()
+
+
+def test_the_build_reads_the_toc_and_the_run_pages_and_leaves_out_every_other_source(tmp_path):
+    contents = {"root": "intro", "parts": [{"chapters": [{"file": "methods", "sections": [{"file": "report/cpu/setup"}]},
+                                                         {"file": "appendix", "sections": [{"file": "report/cpu/runs-vit"}]}]}]}
+    assert book.toc_docnames(contents) == {"intro", "methods", "report/cpu/setup", "appendix", "report/cpu/runs-vit"}
+    for name in ("intro.md", "methods.md", "appendix.md", "report/cpu/setup.ipynb", "report/cpu/runs-vit.md",
+                 "runs/cpu/shared/vit/sgd-standard-s0.ipynb", "runs/cpu/shared/vit/sgd-standard-s0.json",
+                 "runs/cpu/shared/vit/cut-s0.ipynb", "runs/smoke/shared/vit/sgd-standard-s0.ipynb",
+                 "report/smoke/setup.ipynb", "templates/setup.ipynb", "_build/html/_sources/intro.md", ".logs/x.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    built = book.toc_docnames(contents) | {"runs/cpu/shared/vit/sgd-standard-s0"}
+    assert book.sources_left_out(tmp_path, built) == [
+        "report/smoke/setup.ipynb", "runs/cpu/shared/vit/cut-s0.ipynb", "runs/smoke/shared/vit/sgd-standard-s0.ipynb",
+        "templates/setup.ipynb"]
 
 
 @pytest.mark.slow
@@ -155,10 +178,13 @@ def test_the_appendix_lists_runs_per_architecture_in_study_order(tmp_path):
         ("vit", "shared", "sgd-standard-s0"), ("vit", "shared", "sgd-accumulation-s0"),
         ("vit", "shared", "cgd-standard-s1"), ("vit", "sweep", "adam-lr0.001-s0"),
         ("llama", "shared", "sgd-standard-s0")]
-    assert book.run_title(pages[3], several_regimes=True) == "adam · lr 0.001 · seed 0 (sweep)"
+    assert book.run_title(pages[3]) == "adam · lr 0.001 · seed 0"
     entries = book.appendix_pages(PROFILE, pages, tmp_path)
-    assert [entry["file"] for entry in entries] == [f"{REPORT}/runs-vit", f"{REPORT}/runs-llama"]
-    assert (tmp_path / REPORT / "runs-vit.md").read_text().count("no result file") == 4
+    # the run pages are linked from their architecture's page, not listed in the toc (built as orphans)
+    assert entries == [{"file": f"{REPORT}/runs-vit"}, {"file": f"{REPORT}/runs-llama"}]
+    vit_page = (tmp_path / REPORT / "runs-vit.md").read_text()
+    assert vit_page.count("no result file") == 4
+    assert "| [adam · lr 0.001 · seed 0](../../runs/{}/sweep/vit/adam-lr0.001-s0.ipynb) | sweep |".format(PROFILE) in vit_page
 
 
 def whole_notebook(path: Path) -> Path:
@@ -217,8 +243,6 @@ def test_a_truncated_run_notebook_is_left_out_with_a_note_on_its_page(tmp_path):
     assert sorted(p.stem for p in left_out) == ["adam-standard-s0", "sgd-checkpointing-s0"]
     entries = book.appendix_pages(PROFILE, pages, tmp_path, left_out)
     assert [e["file"] for e in entries] == [f"{REPORT}/runs-vit", f"{REPORT}/runs-llama"]
-    assert [s["file"] for s in entries[0]["sections"]] == [f"runs/{PROFILE}/shared/{ARCH}/sgd-standard-s0"]
-    assert "sections" not in entries[1]  # nothing of llama's can be shown: its page says why
     vit_page = (tmp_path / REPORT / "runs-vit.md").read_text()
     assert "```{warning}" in vit_page and "left out of the book" in vit_page
     assert f"`runs/{PROFILE}/shared/{ARCH}/sgd-checkpointing-s0.ipynb`: is not a readable notebook" in vit_page
@@ -241,6 +265,7 @@ def fake_build(succeeds: bool):
 
 
 def test_a_failed_build_keeps_the_last_good_book_and_a_good_one_replaces_it(tmp_path, monkeypatch, capsys):
+    copy_book_sources(tmp_path)
     html = tmp_path / "_build" / "html"
     html.mkdir(parents=True)
     (html / "index.html").write_text("old")

@@ -6,7 +6,8 @@
    `book/report/<profile>/`, one architecture chapter per architecture that has results;
 2. writes the tidy tables as CSV under `book/report/<profile>/data/`;
 3. writes `book/_toc.yml` for this profile (intro, methods, the analysis chapters, the
-   environment, and an appendix with every executed run notebook, grouped per architecture);
+   environment, and an appendix with a page per architecture linking its executed run notebooks,
+   which are built as pages outside the toc);
 4. builds the HTML with Jupyter Book 1.x, warnings as errors, and prints where index.html is.
 
 The grid executed the run notebooks already, so the build only renders. Imports no torch
@@ -94,14 +95,12 @@ def _run_order(page: RunPage) -> tuple:
             _rank(named.get("strategy"), ALL_STRATEGIES), named.get("lr") or 0.0, named.get("seed", -1), page.stem)
 
 
-def run_title(page: RunPage, several_regimes: bool) -> str:
+def run_title(page: RunPage) -> str:
     named = paths.parse_stem(page.stem)
-    if named:
-        detail = f"lr {named['lr']:g}" if named["sweep"] else named["strategy"]
-        title = f"{named['optimizer']} · {detail} · seed {named['seed']}"
-    else:
-        title = page.stem
-    return f"{title} ({page.regime})" if several_regimes else title
+    if not named:
+        return page.stem
+    detail = f"lr {named['lr']:g}" if named["sweep"] else named["strategy"]
+    return f"{named['optimizer']} · {detail} · seed {named['seed']}"
 
 
 def architectures(pages: list[RunPage]) -> list[str]:
@@ -302,10 +301,13 @@ def fresh_report(book_dir: Path, profile: str):
 # --- the table of contents ---------------------------------------------------------------
 
 def appendix_pages(profile: str, pages: list[RunPage], book_dir: Path, left_out: dict | None = None) -> list[dict]:
-    """One generated page per architecture listing its runs (status included), the runs as its sections;
-    a run notebook in `left_out` ({page: why}) is listed with the reason instead of a link."""
+    """One generated page per architecture listing its runs (status included) and linking each run's page;
+    a run notebook in `left_out` ({page: why}) is listed with the reason instead of a link.
+
+    The run pages are not in the table of contents: Sphinx copies the whole toctree into every page it
+    writes, so with 725 runs in the sidebar the build grew with the square of the runs (6 of its 7
+    minutes). They are built as orphans (`sphinx_orphans`), reached from these pages."""
     left_out = left_out or {}
-    several_regimes = len({page.regime for page in pages}) > 1
     entries = []
     for arch in architectures(pages + list(left_out)):
         own = [page for page in pages if page.arch == arch]
@@ -318,13 +320,12 @@ def appendix_pages(profile: str, pages: list[RunPage], book_dir: Path, left_out:
             result_path = book_dir / f"{page.docname}.json"
             status = RunResult.from_json(result_path).status if result_path.exists() else "no result file"
             link = os.path.relpath(book_dir / f"{page.docname}.ipynb", (book_dir / docname).parent)
-            lines.append(f"| [{run_title(page, False)}]({Path(link).as_posix()}) | {page.regime} | {status} |")
+            lines.append(f"| [{run_title(page)}]({Path(link).as_posix()}) | {page.regime} | {status} |")
         lines += left_out_lines([page for page in left_out if page.arch == arch], left_out, book_dir)
         page_path = book_dir / f"{docname}.md"
         page_path.parent.mkdir(parents=True, exist_ok=True)
         page_path.write_text("\n".join(lines) + "\n")
-        sections = [{"file": page.docname, "title": run_title(page, several_regimes)} for page in own]
-        entries.append({"file": docname, "sections": sections} if sections else {"file": docname})
+        entries.append({"file": docname})
     return entries
 
 
@@ -388,14 +389,56 @@ def swap_in(staging: Path, out: Path) -> None:
 SPHINX_PROGRESS = re.compile(r"^(reading sources|writing output)\.\.\. \[\s*(\d+)%\]")
 
 
-def build_html(book_dir: Path, out: Path) -> Path:
-    """Build into a fresh folder and swap it in only when the build succeeded: a failed build
-    leaves the last good book where it was. The full log goes to a file, a line per tenth of
-    each phase to the console."""
+SOURCE_SUFFIXES = (".md", ".ipynb")
+
+
+def toc_docnames(entry) -> set[str]:
+    """Every page a table of contents names (its root, chapters and sections, at any depth)."""
+    if isinstance(entry, list):
+        return set().union(*map(toc_docnames, entry))
+    if not isinstance(entry, dict):
+        return set()
+    own = {entry[key] for key in ("root", "file") if key in entry}
+    return own.union(*(toc_docnames(value) for value in entry.values()))
+
+
+def sources_left_out(book_dir: Path, built: set[str]) -> list[str]:
+    """Every page source under the book that is not to be built (another profile's runs and report, a
+    run notebook that cannot be read, anything else): the run pages lie outside the toc, so Sphinx
+    no longer leaves out what the toc does not name by itself."""
+    left_out = []
+    for folder, subfolders, files in os.walk(book_dir):
+        subfolders[:] = [name for name in subfolders if name != "_build" and not name.startswith(".")]
+        for name in files:
+            path = Path(folder, name).relative_to(book_dir)
+            if path.suffix in SOURCE_SUFFIXES and path.with_suffix("").as_posix() not in built:
+                left_out.append(path.as_posix())
+    return sorted(left_out)
+
+
+def write_build_config(book_dir: Path, left_out: list[str], run_pages_folder: str, staging: Path) -> Path:
+    """The book's _config.yml for this build: the sources to leave out added to its exclude_patterns,
+    and the folder whose pages are built outside the toc (`sphinx_orphans`)."""
+    import yaml
+
+    config = yaml.safe_load((book_dir / "_config.yml").read_text())
+    config["exclude_patterns"] = list(config.get("exclude_patterns", [])) + left_out
+    config.setdefault("sphinx", {}).setdefault("config", {})["gum_run_pages"] = run_pages_folder
+    path = staging / "_config.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    return path
+
+
+def build_html(book_dir: Path, out: Path, built: set[str] = frozenset(), run_pages_folder: str = "runs") -> Path:
+    """Build the pages in `built` (docnames; those under `run_pages_folder` outside the toc) into a fresh
+    folder and swap it in only when the build succeeded: a failed build leaves the last good book where
+    it was. The full log goes to a file, a line per tenth of each phase to the console."""
     staging = staging_dir(out)
     log = out / "_build" / "build.log"
+    config = write_build_config(book_dir, sources_left_out(book_dir, built), run_pages_folder, staging)
     command = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(book_dir),
-               "--path-output", str(staging), "--toc", str(book_dir / "_toc.yml"), "-W", "--keep-going"]
+               "--path-output", str(staging), "--toc", str(book_dir / "_toc.yml"), "--config", str(config),
+               "-W", "--keep-going"]
     with open(log, "w") as handle:
         build = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=book_dir,
                                  text=True, errors="replace")
@@ -454,8 +497,11 @@ def make_book(profile: str, book_dir: Path = DEFAULT_BOOK, runs: Path | None = N
         write_csv(runs_root, report / "data")
         analysis = chapters(profile, runs_root, book_dir, architectures(pages + list(left_out)))
         execute_chapters(analysis, book_dir, jobs)
-    write_toc(book_dir, toc(profile, analysis, appendix_pages(profile, pages, book_dir, left_out)))
-    return build_html(book_dir, (out or book_dir).resolve()) if build else None
+    contents = toc(profile, analysis, appendix_pages(profile, pages, book_dir, left_out))
+    write_toc(book_dir, contents)
+    built = toc_docnames(contents) | {page.docname for page in pages}
+    folder = runs_root.relative_to(book_dir).as_posix()
+    return build_html(book_dir, (out or book_dir).resolve(), built, folder) if build else None
 
 
 def main(argv=None) -> int:

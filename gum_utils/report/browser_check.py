@@ -61,8 +61,8 @@ class Report:
 
 # --- which pages --------------------------------------------------------------------------
 
-def toc_pages(html_dir: Path) -> list[str]:
-    """The documents Sphinx built, which with only_build_toc_files are exactly the toc's pages."""
+def built_pages(html_dir: Path) -> list[str]:
+    """The documents Sphinx built: the toc's pages and the run pages outside it."""
     index = html_dir / "searchindex.js"
     if not index.exists():
         raise FileNotFoundError(f"{index} is missing: is {html_dir} a built book?")
@@ -159,7 +159,7 @@ def page_problems(docname: str, page: dict, errors: list[str]) -> list[str]:
 def check_book(html_dir: Path, screenshots: Path | None) -> Report:
     html_dir = html_dir.resolve()
     report = Report()
-    docnames = toc_pages(html_dir)
+    docnames = built_pages(html_dir)
     chapter = pick_chapter(docnames)
     with tempfile.TemporaryDirectory(prefix="gum-chromium-") as profile_dir:
         driver = start_browser(profile_dir)
@@ -177,7 +177,7 @@ def check_book(html_dir: Path, screenshots: Path | None) -> Report:
 def check_one(driver, html_dir: Path, docname: str, report: Report) -> None:
     path = html_dir / f"{docname}.html"
     if not path.exists():
-        report.problems.append(f"{docname}: listed in the toc but {path} was not built")
+        report.problems.append(f"{docname}: listed as built but {path} is missing")
         return
     page = open_page(driver, path)
     report.pages += 1

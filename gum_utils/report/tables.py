@@ -4,6 +4,7 @@ A run that failed (diverged, oom, error) keeps its row in the runs table with it
 missing number always has a visible reason. Imports no torch.
 """
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -55,9 +56,17 @@ def _identity(path: Path, root: Path, result: RunResult) -> dict:
 
 
 def _load(root) -> list[tuple[dict, RunResult, Path]]:
+    """Every result under `root`, read once per process while no file changes: a page asks for its
+    runs, steps, evaluations and utilization, and each of those read all 725 files again."""
     root = Path(root).resolve()
+    files = result_files(root)
+    return _read(root, tuple((path, path.stat().st_mtime_ns, path.stat().st_size) for path in files))
+
+
+@functools.lru_cache(maxsize=2)
+def _read(root: Path, files: tuple) -> list[tuple[dict, RunResult, Path]]:
     loaded = []
-    for path in result_files(root):
+    for path, _, _ in files:
         result = RunResult.from_json(path)
         loaded.append((_identity(path, root, result), result, path.relative_to(root)))
     return loaded
