@@ -81,6 +81,17 @@ def test_runs_table_keeps_every_run_with_its_status(root):
     assert standard["path"] == "cpu/shared/vit/adam-standard-s0.ipynb" and standard["profile"] == "cpu"
 
 
+def test_the_tables_read_each_result_once_and_again_when_it_changes(root, monkeypatch):
+    reads = []
+    real = RunResult.from_json
+    monkeypatch.setattr(RunResult, "from_json", staticmethod(lambda path: reads.append(path) or real(path)))
+    tables.runs_table(root), tables.steps_table(root), tables.evals_table(root), tables.utilization_table(root)
+    assert len(reads) == 5  # four tables, each file read once
+    write_run(root, strategy="standard", losses=(2.0, 1.6, 1.2, 0.25), batch_size=4)  # the grid reruns a cell
+    rerun = tables.runs_table(root)
+    assert len(reads) == 10 and rerun.query("regime == 'shared' and strategy == 'standard' and status == 'ok'")["final_loss"].item() == 0.25
+
+
 def test_sweep_learning_rate_comes_from_the_file_name_when_unrecorded(root):
     sweep = tables.runs_table(root).query("regime == 'sweep'").iloc[0]
     assert sweep["lr"] == pytest.approx(1e-3) and sweep["optimizer"] == "adam"
