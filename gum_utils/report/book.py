@@ -389,7 +389,7 @@ def swap_in(staging: Path, out: Path) -> None:
 SPHINX_PROGRESS = re.compile(r"^(reading sources|writing output)\.\.\. \[\s*(\d+)%\]")
 
 
-SOURCE_SUFFIXES = (".md", ".ipynb")
+SOURCE_SUFFIXES = (".md", ".ipynb", ".rst", ".myst")  # what Jupyter Book reads as pages
 
 
 def toc_docnames(entry) -> set[str]:
