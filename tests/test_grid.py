@@ -366,11 +366,18 @@ def test_the_warm_kernel_keeps_its_connection_file_in_its_own_folder_and_removes
     from gum_utils.study import kernels
 
     monkeypatch.setattr(kernels.WarmKernel, "WARM_UP", "1")  # no torch import: only where the files go
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")  # as Dask's nanny sets it for a worker
+    monkeypatch.setenv("GUM_INHERITED", "yes")
     warm = kernels.WarmKernel()
     manager = warm.kernel()
     home = Path(manager.connection_file).parent
     try:
         assert home.name.startswith(f"gum-kernel-{os.getpid()}-") and Path(manager.connection_file).exists()
+        said = []
+        warm.client().execute_interactive(
+            "import os; print(os.environ.get('MALLOC_TRIM_THRESHOLD_'), os.environ.get('GUM_INHERITED'))",
+            timeout=60, output_hook=lambda message: said.append(message["content"].get("text", "")))
+        assert "".join(said).split() == ["None", "yes"]  # the worker's malloc setting stays with the worker
     finally:
         warm.shutdown()
     assert not home.exists()
