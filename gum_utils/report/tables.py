@@ -59,8 +59,8 @@ def _load(root) -> list[tuple[dict, RunResult, Path]]:
     """Every result under `root`, read once per process while no file changes: a page asks for its
     runs, steps, evaluations and utilization, and each of those read all 725 files again."""
     root = Path(root).resolve()
-    files = result_files(root)
-    return _read(root, tuple((path, path.stat().st_mtime_ns, path.stat().st_size) for path in files))
+    stamps = ((path, path.stat()) for path in result_files(root))
+    return _read(root, tuple((path, stat.st_mtime_ns, stat.st_size) for path, stat in stamps))
 
 
 @functools.lru_cache(maxsize=2)
