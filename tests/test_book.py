@@ -8,6 +8,7 @@ headless Chromium. The fast ones check the table of contents and the missing-res
 import shutil
 import subprocess
 import sys
+import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -295,6 +296,24 @@ def test_a_failed_analysis_notebook_is_reported_without_terminal_colour_codes(tm
     with pytest.raises(book.BookError) as raised:
         book.execute_chapter(chapter, tmp_path)
     assert "RuntimeError: KeyError: 'step'" in str(raised.value) and "\x1b" not in str(raised.value)
+
+
+def test_an_analysis_kernel_talks_over_socket_files_of_its_own_and_leaves_none(tmp_path):
+    import nbformat
+
+    # Over TCP two kernels started at once by two workers can be given the same port; one that lost its
+    # IOPub port stays alive and never answers (a book build waited 300 s on one in CI).
+    template = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os\nfrom ipykernel.connect import get_connection_info\ninfo = get_connection_info(unpack=True)\n"
+        "print(info['transport'], sorted(os.listdir(os.path.dirname(info['ip']))))")])
+    template.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (tmp_path / "templates").mkdir()
+    nbformat.write(template, tmp_path / "templates" / "probe.ipynb")
+    before = set(Path(tempfile.gettempdir()).glob("gum-kernel-*"))
+    output = book.execute_chapter(book.Chapter("probe", "report/cpu/probe", {}, {}), tmp_path)
+    said = nbformat.read(output, as_version=4).cells[0].outputs[0]["text"]
+    assert said.strip() == "ipc " + str([f"kernel-{port}" for port in range(1, 6)])
+    assert set(Path(tempfile.gettempdir()).glob("gum-kernel-*")) <= before  # its socket folder is gone
 
 
 def test_a_failed_analysis_leaves_the_earlier_report_folder_as_it_was(tmp_path):

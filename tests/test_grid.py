@@ -21,6 +21,7 @@ from gum_utils.study.profiles import PROFILES, cells, profile
 from gum_utils.core.results import RunResult
 from gum_utils.core.config import RunConfig
 from gum_utils.core.run import train
+from gum_utils.study.kernels import socket_config
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -30,7 +31,8 @@ def run_notebook(tmp_path, **parameters):
     return papermill.execute_notebook(str(ROOT / "notebooks" / "vit.ipynb"), str(tmp_path / "out.ipynb"),
                                       parameters=dict(profile="smoke", result_path=str(tmp_path / "r.json"),
                                                       **parameters),
-                                      kernel_name="python3", cwd=str(ROOT / "notebooks"), progress_bar=False)
+                                      kernel_name="python3", cwd=str(ROOT / "notebooks"), progress_bar=False,
+                                      config=socket_config(tmp_path))  # no TCP port to race the other tests for
 
 
 @pytest.mark.parametrize("parameters, message", [
@@ -362,7 +364,7 @@ def test_a_grid_ended_by_a_full_disk_a_write_error_or_a_stop_removes_its_workers
     assert not scratch.exists()
 
 
-def test_the_warm_kernel_keeps_its_connection_file_in_its_own_folder_and_removes_both(monkeypatch):
+def test_the_warm_kernel_keeps_its_connection_and_socket_files_in_its_own_folder_and_removes_them(monkeypatch):
     from gum_utils.study import kernels
 
     monkeypatch.setattr(kernels.WarmKernel, "WARM_UP", "1")  # no torch import: only where the files go
@@ -375,9 +377,12 @@ def test_the_warm_kernel_keeps_its_connection_file_in_its_own_folder_and_removes
         assert home.name.startswith(f"gum-kernel-{os.getpid()}-") and Path(manager.connection_file).exists()
         said = []
         warm.client().execute_interactive(
-            "import os; print(os.environ.get('MALLOC_TRIM_THRESHOLD_'), os.environ.get('GUM_INHERITED'))",
+            "import os; print(os.environ.get('MALLOC_TRIM_THRESHOLD_'), os.environ.get('GUM_INHERITED'))\n"
+            "from ipykernel.connect import get_connection_info; print(get_connection_info(unpack=True)['transport'])",
             timeout=60, output_hook=lambda message: said.append(message["content"].get("text", "")))
-        assert "".join(said).split() == ["None", "yes"]  # the worker's malloc setting stays with the worker
+        # the worker's malloc setting stays with the worker; the sockets are files, no TCP port to race for
+        assert "".join(said).split() == ["None", "yes", "ipc"]
+        assert sorted(path.name for path in home.glob("kernel-*")) == [f"kernel-{port}" for port in range(1, 6)]
     finally:
         warm.shutdown()
     assert not home.exists()

@@ -31,6 +31,7 @@ from ..core.results import RunResult, notebook_problem, result_files, unreadable
 from ..core.strategies import ALL_STRATEGIES  # every strategy a run may have used, in order
 from ..optim import OPTIMIZERS
 from ..study import kernels, paths
+from ..study.scratch import KERNEL_PREFIX, owned_scratch, release_scratch
 from ..study.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,15 +199,19 @@ def execute_chapter(chapter: Chapter, book_dir: Path) -> Path:
     template = book_dir / "templates" / f"{chapter.template}.ipynb"
     output = book_dir / f"{chapter.page}.ipynb"
     output.parent.mkdir(parents=True, exist_ok=True)
+    sockets = owned_scratch(KERNEL_PREFIX)
     try:
         with stderr_to(output.parent / ".logs" / f"{output.stem}.log"):
             papermill.execute_notebook(str(template), str(output), parameters=chapter.parameters,
                                        kernel_name="python3", cwd=str(book_dir), progress_bar=False, log_output=False,
-                                       start_timeout=kernels.KERNEL_START_TIMEOUT_S)
+                                       start_timeout=kernels.KERNEL_START_TIMEOUT_S,
+                                       config=kernels.socket_config(sockets))
     except Exception as error:  # the executed notebook keeps the traceback; say where it is
         raise BookError(f"{template.name} failed for {chapter.page}: {type(error).__name__}: "
                         f"{without_colours(str(error))[-1500:]}\n(the executed notebook with the traceback: "
                         f"{output})") from None
+    finally:
+        release_scratch(sockets)
     finish_notebook(output, chapter.placeholders)
     return output
 

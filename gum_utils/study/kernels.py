@@ -19,6 +19,26 @@ KERNEL_ENV = {"TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "fals
 NOT_INHERITED = ("MALLOC_TRIM_THRESHOLD_",)
 
 
+# Kernels talk over socket files in a folder of their own (ZeroMQ's ipc transport), not TCP ports:
+# jupyter_client picks a kernel's ports in one process and the kernel binds them in another, so two
+# kernels started at once by two processes can be given the same port. One that lost its IOPub port
+# stays alive and never answers (the book's build once waited 300 s on it in CI).
+TRANSPORT = "ipc"
+
+
+def socket_options(folder) -> dict:
+    """A KernelManager's transport options for a kernel whose sockets are files in `folder`
+    (a short path: a socket file's name may not exceed about 100 bytes)."""
+    return {"transport": TRANSPORT, "ip": os.path.join(str(folder), "kernel")}
+
+
+def socket_config(folder):
+    """The same as a traitlets config, for papermill's own kernel managers."""
+    from traitlets.config import Config
+
+    return Config({"KernelManager": socket_options(folder)})
+
+
 def kernel_environment() -> dict:
     """The worker's environment for its kernel, less what only suits the worker itself."""
     return {name: value for name, value in os.environ.items() if name not in NOT_INHERITED}
@@ -63,7 +83,8 @@ class WarmKernel:
             # The kernel's own start-up chatter goes to a log, not over the progress bar.
             self._log = open(self._home / "kernel.log", "a")
             # Its connection file too lives in its folder, so removing the folder removes it.
-            self._manager = KernelManager(kernel_name="python3", connection_file=str(self._home / "kernel.json"))
+            self._manager = KernelManager(kernel_name="python3", connection_file=str(self._home / "kernel.json"),
+                                          **socket_options(self._home))
             self._manager.start_kernel(cwd=str(self._home), env=kernel_environment(), stdout=self._log,
                                        stderr=self._log, extra_arguments=self.KERNEL_OPTIONS)
             self._client = self._manager.client()
