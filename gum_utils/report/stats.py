@@ -191,11 +191,16 @@ def power(effect: float, sd: float, n: int, alpha: float = ALPHA, components: in
     (an intersection-union test, which holds only where every component does)."""
     if n < 2 or not sd > 0:
         return math.nan
-    critical = _t_quantile(1 - alpha, n) if alpha < 1 else 0.0
-    noncentrality = abs(effect) * math.sqrt(n) / sd
-    upper = float(st.nct.sf(critical, n - 1, noncentrality))
-    lower = float(st.nct.cdf(-critical, n - 1, noncentrality))  # the wrong tail: at most alpha / 2
-    return (upper + (min(lower, alpha / 2) if math.isfinite(lower) else 0.0)) ** components  # scipy: NaN for ~0
+    return float(_powers(effect, sd, np.array([n]), alpha, components)[0])
+
+
+def _powers(effect: float, sd: float, ns: np.ndarray, alpha: float, components: int) -> np.ndarray:
+    """power() for each n >= 2 of `ns` in one call of scipy (one at a time, scipy's overhead dominates)."""
+    critical = st.t.ppf((1 + (1 - alpha)) / 2, ns - 1) if alpha < 1 else np.zeros(len(ns))
+    noncentrality = abs(effect) * np.sqrt(ns) / sd
+    upper = st.nct.sf(critical, ns - 1, noncentrality)
+    lower = st.nct.cdf(-critical, ns - 1, noncentrality)  # the wrong tail: at most alpha / 2
+    return (upper + np.where(np.isfinite(lower), np.minimum(lower, alpha / 2), 0.0)) ** components  # scipy: NaN for ~0
 
 
 def detectable_effect(sd: float, n: int, alpha: float = ALPHA, target: float = POWER, components: int = 1) -> float:
@@ -215,19 +220,20 @@ def _detectable_in_sds(n: int, alpha: float, target: float, components: int) -> 
 
 
 def seeds_needed(effect: float, sd: float, alpha: float = ALPHA, target: float = POWER, components: int = 1) -> int:
-    """The fewest pairs that detect `effect` with `target` power (MOST_SEEDS + 1: more than MOST_SEEDS);
-    power grows with n, so a doubling then a bisection find it."""
+    """The fewest pairs that detect `effect` with `target` power (MOST_SEEDS + 1: more than MOST_SEEDS):
+    power grows with n, so the first of 2, 4, 8, ... that is enough brackets it, then every n below it."""
     if not (sd > 0 and abs(effect) > 0):
         return MOST_SEEDS + 1
-    enough = lambda n: power(effect, sd, n, alpha, components) >= target  # noqa: E731
-    low, high = 1, 2
-    while not enough(high):
-        if high > MOST_SEEDS:
-            return MOST_SEEDS + 1
-        low, high = high, min(2 * high, MOST_SEEDS + 1)
-    while high - low > 1:  # enough(high) and not enough(low)
-        middle = (low + high) // 2
-        low, high = (low, middle) if enough(middle) else (middle, high)
+    probes = np.array([*(2 ** k for k in range(1, MOST_SEEDS.bit_length())), MOST_SEEDS])
+    enough = np.flatnonzero(_powers(effect, sd, probes, alpha, components) >= target)
+    if not enough.size:
+        return MOST_SEEDS + 1
+    high = int(probes[enough[0]])
+    below = np.arange(high // 2 + 1 if enough[0] else 2, high)
+    if below.size:
+        enough_below = np.flatnonzero(_powers(effect, sd, below, alpha, components) >= target)
+        if enough_below.size:
+            return int(below[enough_below[0]])
     return high
 
 
