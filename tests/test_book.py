@@ -8,7 +8,6 @@ headless Chromium. The fast ones check the table of contents and the missing-res
 import shutil
 import subprocess
 import sys
-import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -298,22 +297,36 @@ def test_a_failed_analysis_notebook_is_reported_without_terminal_colour_codes(tm
     assert "RuntimeError: KeyError: 'step'" in str(raised.value) and "\x1b" not in str(raised.value)
 
 
-def test_an_analysis_kernel_talks_over_socket_files_of_its_own_and_leaves_none(tmp_path):
+def _probe_template(book_dir: Path, name: str, code: str) -> None:
     import nbformat
 
-    # Over TCP two kernels started at once by two workers can be given the same port; one that lost its
-    # IOPub port stays alive and never answers (a book build waited 300 s on one in CI).
-    template = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "import os\nfrom ipykernel.connect import get_connection_info\ninfo = get_connection_info(unpack=True)\n"
-        "print(info['transport'], sorted(os.listdir(os.path.dirname(info['ip']))))")])
+    template = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     template.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    (tmp_path / "templates").mkdir()
-    nbformat.write(template, tmp_path / "templates" / "probe.ipynb")
-    before = set(Path(tempfile.gettempdir()).glob("gum-kernel-*"))
-    output = book.execute_chapter(book.Chapter("probe", "report/cpu/probe", {}, {}), tmp_path)
-    said = nbformat.read(output, as_version=4).cells[0].outputs[0]["text"]
-    assert said.strip() == "ipc " + str([f"kernel-{port}" for port in range(1, 6)])
-    assert set(Path(tempfile.gettempdir()).glob("gum-kernel-*")) <= before  # its socket folder is gone
+    (book_dir / "templates").mkdir(parents=True, exist_ok=True)
+    nbformat.write(template, book_dir / "templates" / f"{name}.ipynb")
+
+
+def test_analysis_pages_share_a_warm_kernel_yet_each_starts_clean_in_its_own_book(tmp_path):
+    import nbformat
+
+    said = lambda output: nbformat.read(output, as_version=4).cells[0].outputs[0]["text"].split()  # noqa: E731
+    first, second = tmp_path / "first", tmp_path / "second"
+    _probe_template(first, "leave", "import matplotlib.pyplot as plt\nleft = plt.figure()\nprint('left')")
+    # Over TCP two kernels started at once by two workers can be given the same port; one that lost its
+    # IOPub port stays alive and never answers (a book build waited 300 s on one in CI): socket files.
+    _probe_template(second, "probe", "import os, matplotlib.pyplot as plt\n"
+                    "from ipykernel.connect import get_connection_info\n"
+                    "print(get_connection_info(unpack=True)['transport'], os.getpid(), os.getcwd(), "
+                    "'left' in dir(), len(plt.get_fignums()))")
+    try:
+        assert said(book.execute_chapter(book.Chapter("leave", "report/cpu/leave", {}, {}), first)) == ["left"]
+        home = Path(book.ANALYSIS.kernel().connection_file).parent
+        kernel_pid = book.ANALYSIS.kernel().provisioner.process.pid
+        output = book.execute_chapter(book.Chapter("probe", "report/cpu/probe", {}, {}), second)
+        assert said(output) == ["ipc", str(kernel_pid), str(second.resolve()), "False", "0"]
+    finally:
+        book.ANALYSIS.shutdown()
+    assert not home.exists()  # its connection and socket files went with it
 
 
 def test_a_failed_analysis_leaves_the_earlier_report_folder_as_it_was(tmp_path):

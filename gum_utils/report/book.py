@@ -15,6 +15,8 @@ The grid executed the run notebooks already, so the build only renders. Imports 
 """
 
 import argparse
+import atexit
+import multiprocessing.util
 import os
 import re
 import shutil
@@ -31,7 +33,6 @@ from ..core.results import RunResult, notebook_problem, result_files, unreadable
 from ..core.strategies import ALL_STRATEGIES  # every strategy a run may have used, in order
 from ..optim import OPTIMIZERS
 from ..study import kernels, paths
-from ..study.scratch import KERNEL_PREFIX, owned_scratch, release_scratch
 from ..study.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,27 +192,42 @@ def unfinished_chapter(role: str, page: str, common: dict, label: str, title: st
                    role)
 
 
+# The analysis notebooks run one after another on one warm kernel per worker process: pandas, matplotlib
+# and the report's modules are imported once, and the result files read once (tables caches them per
+# process), where a fresh kernel per page paid both every time (4-6 s a page). Each page starts in an
+# empty namespace (the kernel's reset; the inline backend closes every figure it shows), in the book's folder.
+ANALYSIS = kernels.WarmKernel("gum-analysis-kernel", warm_up=(
+    "import matplotlib.pyplot, pandas, IPython.display, gum_utils.report.claims, gum_utils.report.plots, "
+    "gum_utils.report.tables; import gc; gc.freeze(); del gc"))
+atexit.register(ANALYSIS.shutdown)
+
+
+def _analysis_worker() -> None:
+    """A pool worker's set-up: its kernel is shut down as the worker ends (a pool's workers end through
+    multiprocessing's finalizers, not atexit)."""
+    multiprocessing.util.Finalize(ANALYSIS, ANALYSIS.shutdown, exitpriority=10)
+
+
 def execute_chapter(chapter: Chapter, book_dir: Path) -> Path:
-    """Run one template with papermill (cwd = the book, so relative paths read alike everywhere)."""
+    """Run one template with papermill on the worker's analysis kernel, in the book's folder (so
+    relative paths read alike everywhere)."""
     import papermill
 
     os.environ.update(KERNEL_ENV)
     template = book_dir / "templates" / f"{chapter.template}.ipynb"
     output = book_dir / f"{chapter.page}.ipynb"
     output.parent.mkdir(parents=True, exist_ok=True)
-    sockets = owned_scratch(KERNEL_PREFIX)
     try:
-        with stderr_to(output.parent / ".logs" / f"{output.stem}.log"):
-            papermill.execute_notebook(str(template), str(output), parameters=chapter.parameters,
-                                       kernel_name="python3", cwd=str(book_dir), progress_bar=False, log_output=False,
-                                       start_timeout=kernels.KERNEL_START_TIMEOUT_S,
-                                       config=kernels.socket_config(sockets))
+        ANALYSIS.run(f"import os; os.chdir({str(book_dir.resolve())!r})")
+        papermill.execute_notebook(str(template), str(output), parameters=chapter.parameters, kernel_name="python3",
+                                   engine_name=kernels.warm_engine(ANALYSIS), progress_bar=False, log_output=False,
+                                   start_timeout=kernels.KERNEL_START_TIMEOUT_S)
     except Exception as error:  # the executed notebook keeps the traceback; say where it is
         raise BookError(f"{template.name} failed for {chapter.page}: {type(error).__name__}: "
                         f"{without_colours(str(error))[-1500:]}\n(the executed notebook with the traceback: "
                         f"{output})") from None
     finally:
-        release_scratch(sockets)
+        ANALYSIS.reset()
     finish_notebook(output, chapter.placeholders)
     return output
 
@@ -222,20 +238,6 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 def without_colours(text: str) -> str:
     """A kernel's traceback is coloured for a terminal; in a message or a log its codes are noise."""
     return ANSI_ESCAPE.sub("", text)
-
-
-@contextmanager
-def stderr_to(log: Path):
-    """The kernel inherits our stderr: its start-up chatter goes to a log, not the terminal."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    saved = os.dup(2)
-    with open(log, "w") as handle:
-        os.dup2(handle.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def finish_notebook(path: Path, placeholders: dict) -> None:
@@ -259,10 +261,11 @@ def fill_placeholders(text: str, values: dict) -> str:
 
 
 def execute_chapters(pages: list[Chapter], book_dir: Path, jobs: int) -> None:
-    """Each notebook in its own worker process: kernels and event loops never share a process.
+    """The notebooks over `jobs` worker processes, each with its own kernel (kernels and event loops never
+    share a process).
     A line as each one finishes; stopped (Ctrl-C, SIGTERM), the workers are ended at once rather
     than waited for (34 s)."""
-    pool = ProcessPoolExecutor(max_workers=max(1, jobs))
+    pool = ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_analysis_worker)
     errors, started = [], time.perf_counter()
     try:
         futures = {pool.submit(execute_chapter, page, book_dir): page for page in pages}

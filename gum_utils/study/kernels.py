@@ -67,13 +67,21 @@ class WarmKernel:
     RESET = "get_ipython().run_line_magic('reset', '-f'); import gc; gc.collect(); gc.freeze(); del gc"
     KERNEL_OPTIONS = ["--HistoryManager.enabled=False"]
 
-    def __init__(self):
+    def __init__(self, name: str = "gum-warm-kernel", warm_up: str | None = None):
+        self.name = name  # papermill's engine name for notebooks run on this kernel (warm_engine)
+        self.warm_up = warm_up or self.WARM_UP
+        self._forget()
+
+    def _forget(self) -> None:
+        self._owner = os.getpid()
         self._manager = None
         self._client = None
         self._home = None
         self._log = None
 
     def kernel(self):
+        if self._owner != os.getpid():  # a forked child's copy: its parent's kernel is not its own to use or stop
+            self._forget()
         if self._manager is None or not self._manager.is_alive():
             from jupyter_client import KernelManager
 
@@ -90,7 +98,7 @@ class WarmKernel:
             self._client = self._manager.client()
             self._client.start_channels()
             self._client.wait_for_ready(timeout=KERNEL_START_TIMEOUT_S)
-            self._run(self.WARM_UP)
+            self.run(self.warm_up)
         return self._manager
 
     def client(self):
@@ -100,9 +108,11 @@ class WarmKernel:
 
     def reset(self) -> None:
         if self._manager is not None and self._manager.is_alive():
-            self._run(self.RESET)
+            self.run(self.RESET)
 
-    def _run(self, code: str) -> None:
+    def run(self, code: str) -> None:
+        """Run `code` in the kernel, its output dropped (an exception in it is not raised here)."""
+        self.client()
         self._client.execute_interactive(code, timeout=120, output_hook=lambda message: None)
 
     def shutdown(self) -> None:
@@ -120,13 +130,12 @@ class WarmKernel:
             self._home = None
 
 
-WARM = WarmKernel()  # this worker process's kernel
-WARM_ENGINE = "gum-warm-kernel"
+WARM = WarmKernel()  # this worker process's kernel for the grid's cells
 
 
 @functools.cache
-def warm_engine() -> str:
-    """papermill's engine name for executing on this worker's warm kernel through its one client
+def warm_engine(warm: WarmKernel = WARM) -> str:
+    """papermill's engine name for executing on the warm kernel `warm` through its one client
     (papermill's own engine starts a client per notebook and leaves it open)."""
     from jupyter_core.utils import run_sync
     from nbclient.util import run_hook
@@ -136,7 +145,7 @@ def warm_engine() -> str:
 
     class WarmKernelClient(PapermillNotebookClient):
         async def async_start_new_kernel_client(self):
-            self.kc = WARM.client()
+            self.kc = warm.client()
             self.kc.allow_stdin = False
             await run_hook(self.on_notebook_start, notebook=self.nb)
             return self.kc
@@ -147,11 +156,13 @@ def warm_engine() -> str:
         @classmethod
         def execute_managed_notebook(cls, nb_man, kernel_name, log_output=False, start_timeout=60,
                                      execution_timeout=None, **papermills_own):
-            return WarmKernelClient(nb_man, km=WARM.kernel(), kernel_name=kernel_name, log=logger,
+            return WarmKernelClient(nb_man, km=warm.kernel(), kernel_name=kernel_name, log=logger,
                                     log_output=log_output, startup_timeout=start_timeout,
                                     timeout=execution_timeout).execute()
 
-    papermill_engines.register(WARM_ENGINE, WarmKernelEngine)
-    return WARM_ENGINE
+    papermill_engines.register(warm.name, WarmKernelEngine)
+    return warm.name
+
+
 ONE_CELL_AT_A_TIME = threading.Lock()  # a worker started with more threads still shares one kernel
 atexit.register(WARM.shutdown)  # a worker that exits without closing (a killed one's kernel sees its parent go)
