@@ -5,6 +5,7 @@ book from them with gum_utils.report.book (warnings are errors), and check the H
 headless Chromium. The fast ones check the table of contents and the missing-results message.
 """
 
+import json
 import shutil
 import subprocess
 import sys
@@ -96,6 +97,13 @@ def test_every_chapter_is_in_the_html(built_book):
     # the run pages are built outside the toc: no page's sidebar lists them (it did, every run on every page)
     assert f"runs/{PROFILE}/shared/{ARCH}/" not in (html / "intro.html").read_text()
     assert not (html / OTHER_PROFILE_PAGE).with_suffix(".html").exists()
+    # nor in the search index: a search finds the analysis pages (and the runs pages that list the runs)
+    index = (html / "searchindex.js").read_text()
+    index = json.loads(index[index.index("(") + 1:index.rindex(")")])
+    found = {index["docnames"][page] for pages in index["terms"].values()
+             for page in (pages if isinstance(pages, list) else [pages])}
+    assert f"{REPORT}/claims" in found and f"{REPORT}/runs-{ARCH}" in found
+    assert not any(docname.startswith("runs/") for docname in found)
 
 
 def test_the_build_reads_the_toc_and_the_run_pages_and_leaves_out_every_other_source(tmp_path):
