@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import papermill
+from traitlets.config import Config
 import pytest
 
 from gum_utils.study import dispatch, grid
@@ -21,7 +22,7 @@ from gum_utils.study.profiles import PROFILES, cells, profile
 from gum_utils.core.results import RunResult
 from gum_utils.core.config import RunConfig
 from gum_utils.core.run import train
-from gum_utils.study.kernels import socket_config
+from gum_utils.study.kernels import socket_options
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -32,7 +33,7 @@ def run_notebook(tmp_path, **parameters):
                                       parameters=dict(profile="smoke", result_path=str(tmp_path / "r.json"),
                                                       **parameters),
                                       kernel_name="python3", cwd=str(ROOT / "notebooks"), progress_bar=False,
-                                      config=socket_config(tmp_path))  # no TCP port to race the other tests for
+                                      config=Config({"KernelManager": socket_options(tmp_path)}))  # no port to race for
 
 
 @pytest.mark.parametrize("parameters, message", [

@@ -32,13 +32,6 @@ def socket_options(folder) -> dict:
     return {"transport": TRANSPORT, "ip": os.path.join(str(folder), "kernel")}
 
 
-def socket_config(folder):
-    """The same as a traitlets config, for papermill's own kernel managers."""
-    from traitlets.config import Config
-
-    return Config({"KernelManager": socket_options(folder)})
-
-
 def kernel_environment() -> dict:
     """The worker's environment for its kernel, less what only suits the worker itself."""
     return {name: value for name, value in os.environ.items() if name not in NOT_INHERITED}
