@@ -60,9 +60,8 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
 
 # The suite in TEST_WORKERS processes (pytest-xdist): its end-to-end tests wait on kernels and
-# subprocesses part of the time: from a fresh clone on 2 quiet cores 13.2 min against 15.1 serial (20.0 -> 12.8
-# with other work beside both). OMP_NUM_THREADS=1 per worker would be faster (11.3) but changes the floats
-# that tests comparing a kernel with a fresh process, or two ranks with one, check bit for bit.
+# subprocesses part of the time. Each worker trains in one thread (tests/conftest.py): two workers of
+# two threads each on two cores spin-waited on each other (on 2 cores: 674 -> 570 s of pytest).
 TEST_WORKERS ?= 2
 test: $(TEST_STAMP) browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal

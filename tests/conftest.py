@@ -7,6 +7,20 @@ import torch
 # the planner, and one test of test_train.py turns it on.
 os.environ.setdefault("GUM_PLAN_CACHE", "off")
 
+# The suite runs in two worker processes on two cores: each trains in one thread here, or the two
+# spin-wait on each other (a run of six steps took 5-10 s beside the other worker, 0.9 s alone).
+# The processes the tests start keep torch's own thread count, so tests that compare a run in
+# this process with one in another bit for bit ask for the same count (`all_cores`).
+ALL_CORES = torch.get_num_threads()
+torch.set_num_threads(1)
+
+
+@pytest.fixture
+def all_cores():
+    torch.set_num_threads(ALL_CORES)
+    yield
+    torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def _seeded():

@@ -27,6 +27,8 @@ EXACT = 1e-6  # max parameter difference after an SGD step: float rounding only
 # order of FSDP's reduce-scatter sums shows (4e-5 on one machine, 1.4e-4 on this project's, the same
 # before and after the layering). The ranks still agree bit for bit; these bound the distance to one process.
 TOLERANCE = {"sgd": EXACT, "adam": 1e-5, "cgd": 5e-4}
+# The same for the losses, relative: FSDP's sums move CGD's second loss by about 1.2e-6.
+LOSS_TOLERANCE = {"sgd": 1e-6, "adam": 1e-6, "cgd": 1e-5}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +62,7 @@ def test_two_ranks_with_accumulation_match_one_process(two_ranks, one_process, n
     assert max_difference(model, ranks["state"]) < TOLERANCE[single.config["optimizer"]]
     losses = [record["loss"] for record in single.records]
     assert ranks["rank_losses"][0] == ranks["rank_losses"][1]  # every rank saw the same global loss
-    assert ranks["rank_losses"][0] == pytest.approx(losses, rel=1e-6)
+    assert ranks["rank_losses"][0] == pytest.approx(losses, rel=LOSS_TOLERANCE[single.config["optimizer"]])
     assert ranks["result"]["summary"]["val_loss"] == pytest.approx(single.summary["val_loss"], rel=1e-5)
     assert ranks["result"]["records"][-1]["items_seen"] == single.records[-1]["items_seen"]
 

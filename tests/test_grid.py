@@ -60,7 +60,7 @@ def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path):
     assert bad.output.exists()  # the executed notebook keeps the traceback
 
 
-def test_a_reused_kernel_gives_the_same_records_as_a_fresh_process(tmp_path):
+def test_a_reused_kernel_gives_the_same_records_as_a_fresh_process(tmp_path, all_cores):
     prof = profile("smoke")
     selected = cells(prof, ["llama", "vit"], ["adam"], ["accumulation", "standard"])
     run_grid(tasks_for(prof, tmp_path, selected, jobs=1), jobs=1, show_progress=False)
