@@ -437,14 +437,16 @@ def write_build_config(book_dir: Path, left_out: list[str], run_pages_folder: st
     return path
 
 
-def build_html(book_dir: Path, out: Path, built: set[str] = frozenset(), run_pages_folder: str = "runs") -> Path:
+def build_html(book_dir: Path, out: Path, built: set[str] = frozenset(), run_pages_folder: str = "runs",
+               jobs: int = 1) -> Path:
     """Build the pages in `built` (docnames; those under `run_pages_folder` outside the toc) into a fresh
     folder and swap it in only when the build succeeded: a failed build leaves the last good book where
-    it was. The full log goes to a file, a line per tenth of each phase to the console."""
+    it was. Sphinx reads and writes the pages in `jobs` processes. The full log goes to a file, a line
+    per tenth of each phase to the console."""
     staging = staging_dir(out)
     log = out / "_build" / "build.log"
     config = write_build_config(book_dir, sources_left_out(book_dir, built), run_pages_folder, staging)
-    command = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(book_dir),
+    command = [sys.executable, "-m", "gum_utils.report.sphinx_parallel", str(max(1, jobs)), "build", str(book_dir),
                "--path-output", str(staging), "--toc", str(book_dir / "_toc.yml"), "--config", str(config),
                "-W", "--keep-going"]
     with open(log, "w") as handle:
@@ -509,7 +511,7 @@ def make_book(profile: str, book_dir: Path = DEFAULT_BOOK, runs: Path | None = N
     write_toc(book_dir, contents)
     built = toc_docnames(contents) | {page.docname for page in pages}
     folder = runs_root.relative_to(book_dir).as_posix()
-    return build_html(book_dir, (out or book_dir).resolve(), built, folder) if build else None
+    return build_html(book_dir, (out or book_dir).resolve(), built, folder, jobs) if build else None
 
 
 def main(argv=None) -> int:
@@ -519,7 +521,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=Path, help="root of the executed runs, inside the book (default: BOOK/runs)")
     parser.add_argument("--out", type=Path, help="where _build/html goes (default: the book directory)")
     parser.add_argument("--no-build", action="store_true", help="execute the notebooks and write the toc only")
-    parser.add_argument("--jobs", type=int, default=2, help="analysis notebooks executed at once")
+    parser.add_argument("--jobs", type=int, default=2, help="processes for the analysis notebooks and for Sphinx")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
