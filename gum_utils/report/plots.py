@@ -93,6 +93,7 @@ def loss_curves(steps_df, evals_df=None, arch: str = "vit", x: str = "step", reg
     width = float(steps[x].max()) / time_bins if x == "time_s" and len(steps) and steps[x].max() > 0 else None
     steps = _binned(steps, x, width)
     outcomes = steps if runs_df is None else _select(runs_df, arch=arch, regime=regime)
+    evals = None if evals_df is None else _select(evals_df, arch=arch, regime=regime)  # once, not per line
     # every run failed before its first step: one panel that lists the failures
     strategies = _present(ALL_STRATEGIES, set(steps["strategy"]) | set(outcomes["strategy"])) or ["no step recorded"]
     fig, axes = plt.subplots(1, len(strategies), figsize=(4.2 * len(strategies), 3.6), sharey=True, squeeze=False)
@@ -102,9 +103,8 @@ def loss_curves(steps_df, evals_df=None, arch: str = "vit", x: str = "step", reg
             color = OPTIMIZER_COLORS.get(optimizer, "grey")
             _band(ax, summarize(_ok(panel[panel["optimizer"] == optimizer]).dropna(subset=["loss"]), [x], "loss"),
                   x, color, optimizer)
-            if evals_df is not None:
-                vals = _binned(_ok(_select(evals_df, arch=arch, regime=regime, strategy=strategy,
-                                           optimizer=optimizer)), x, width)
+            if evals is not None:
+                vals = _binned(_ok(_select(evals, strategy=strategy, optimizer=optimizer)), x, width)
                 dots = summarize(vals, [x], "val_loss")
                 ax.scatter(dots[x], dots["mean"], color=color, edgecolor="black", s=28, zorder=3)
         _mark_failures(ax, outcomes[outcomes["strategy"] == strategy])
