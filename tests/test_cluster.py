@@ -116,6 +116,17 @@ def test_the_slurm_job_script_asks_for_the_options_given():
     assert "--nthreads 1" in script  # one cell at a time per worker: its warm kernel serves one
 
 
+def test_a_slurm_cluster_leaves_ctrl_c_to_the_grid():
+    """dask_jobqueue sets Ctrl-C to sys.exit on import (exit status 0, nothing said): a fresh process,
+    where nothing imported it yet, keeps its handler through the cluster's set-up."""
+    probe = ("import signal\nfrom gum_utils.study.cluster import SlurmJobs\n"
+             "cluster = SlurmJobs().cluster(scheduler_options={'host': '127.0.0.1', 'dashboard_address': None})\n"
+             "cluster.close()\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert done.stdout.strip().splitlines()[-1:] == ["True"], done.stdout + done.stderr[-2000:]
+
+
 def test_the_local_cluster_listens_on_loopback_only_and_says_nothing_when_8787_is_taken(recwarn):
     held = socket.socket()
     try:

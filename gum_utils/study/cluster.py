@@ -9,6 +9,8 @@ process is a "job" of the grid. Workers need the gum_utils package installed, no
 """
 
 import logging
+import signal
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -30,8 +32,8 @@ class SlurmJobs:
     def cluster(self, scheduler_options: dict | None = None):
         """The SLURMCluster; it submits nothing until it is scaled."""
         import dask
-        from dask_jobqueue import SLURMCluster
 
+        SLURMCluster = _slurm_cluster_class()
         directives = list(dask.config.get("jobqueue.slurm.job-extra-directives", []))
         if self.gpus_per_job:
             directives.append(f"--gpus={self.gpus_per_job}")
@@ -39,6 +41,18 @@ class SlurmJobs:
         return SLURMCluster(queue=self.queue, account=self.account, walltime=self.walltime, cores=1, processes=1,
                             job_cpu=self.cpus_per_job, memory=self.memory_per_job, job_extra_directives=directives,
                             scheduler_options=scheduler_options)
+
+
+def _slurm_cluster_class():
+    """dask_jobqueue's SLURMCluster, imported without its side effect: on import it replaces the
+    process's Ctrl-C handler with sys.exit, so an interrupted grid would end with status 0 and
+    say nothing of what it kept. The handler before is put back."""
+    handler = signal.getsignal(signal.SIGINT)
+    from dask_jobqueue import SLURMCluster
+
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
+    return SLURMCluster
 
 
 class ClusterUnavailable(OSError):
