@@ -1,4 +1,6 @@
-"""Small shared pieces for the tests: a model and a batch of each architecture."""
+"""Small shared pieces for the tests: a model and a batch of each architecture, Ctrl-C for a child."""
+
+import signal
 
 import torch
 
@@ -12,6 +14,13 @@ def model_and_batch(arch: str, batch_size: int = 8, seed: int = 0):
     model.train()
     batch = next(BatchStream(architecture(arch), "train", architecture(arch).shape("tiny"), batch_size, seed))
     return model, batch
+
+
+def ctrl_c_as_a_terminal_delivers_it() -> None:
+    """A child process's `preexec_fn`: SIGINT's default disposition. A suite started as a background
+    job hands its children an ignored SIGINT (the shell's rule, which gum keeps), and a child told to
+    stop by Ctrl-C would sleep through it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def gradients(model) -> dict:

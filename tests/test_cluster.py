@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import ctrl_c_as_a_terminal_delivers_it
 
 from gum_utils.study.dispatch import run_grid
 
@@ -123,7 +124,7 @@ def test_a_slurm_cluster_leaves_ctrl_c_to_the_grid():
              "cluster = SlurmJobs().cluster(scheduler_options={'host': '127.0.0.1', 'dashboard_address': None})\n"
              "cluster.close()\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                          preexec_fn=ctrl_c_as_a_terminal_delivers_it)
     assert done.stdout.strip().splitlines()[-1:] == ["True"], done.stdout + done.stderr[-2000:]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import papermill
 from traitlets.config import Config
 import pytest
+from helpers import ctrl_c_as_a_terminal_delivers_it
 
 from gum_utils.study import dispatch, grid
 
@@ -311,10 +312,8 @@ with gum_scratch.cell_scratch() as scratch:
 def scratch_holder(tmp_path):
     """A process inside a cell's scratch folder (in tmp_path, its TMPDIR), and that folder."""
     env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT))
-    # Ctrl-C as a terminal delivers it: a suite started as a background job would hand its children an
-    # ignored SIGINT (the shell's rule, which gum keeps), and the process would sleep through it.
     process = subprocess.Popen([sys.executable, "-c", HOLD_SCRATCH], env=env, stdout=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               preexec_fn=ctrl_c_as_a_terminal_delivers_it)
     scratch = Path(process.stdout.readline().strip())
     assert scratch.parent == tmp_path and scratch.name.startswith(f"gum-cell-{process.pid}-")
     return process, scratch

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import ctrl_c_as_a_terminal_delivers_it
 
 from gum_utils import stopping
 
@@ -82,7 +83,7 @@ def test_a_command_stopped_during_its_imports_says_one_line_with_the_signals_sta
     (probe / "main.py").write_text("")
     process = subprocess.Popen([sys.executable, "-m", "probe.main"], cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=f"{tmp_path}:{ROOT}"),
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               preexec_fn=ctrl_c_as_a_terminal_delivers_it)
     assert process.stdout.readline() == "ready\n"
     process.send_signal(signum)
     assert process.wait(timeout=30) == -signum  # the shell reads 128 + signal: 130, 143
